@@ -1,0 +1,66 @@
+# liqo.fabric — every target does its own set-up, idempotently, then runs.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := $(CURDIR)/.venv
+PY := $(VENV)/bin/python
+COLL_ROOT := $(CURDIR)/build/collections
+COLL_LINK := $(COLL_ROOT)/ansible_collections/liqo/fabric
+export PATH := $(VENV)/bin:$(PATH)
+export ANSIBLE_HOME := $(CURDIR)/build/ansible-home
+export ANSIBLE_COLLECTIONS_PATH := $(COLL_ROOT)
+export PYTHONDONTWRITEBYTECODE := 1
+
+.PHONY: all setup sysdeps venv kube collection demo test unit integration e2e molecule sanity bench lab-clean clean
+
+all: test
+
+setup: sysdeps venv collection kube
+
+sysdeps:
+	@bash hack/install-system-deps.sh
+
+$(VENV)/.stamp: requirements.txt requirements-test.txt
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@$(PY) -m pip install -q --disable-pip-version-check -r requirements-test.txt
+	@touch $@
+
+venv: $(VENV)/.stamp
+
+collection:
+	@mkdir -p $(dir $(COLL_LINK)) $(ANSIBLE_HOME)
+	@test -L $(COLL_LINK) || ln -sfn $(CURDIR) $(COLL_LINK)
+
+# Prints where kube-apiserver lives (built once and cached, or $$KUBE_APISERVER_BIN).
+kube:
+	@bash hack/build-kube-apiserver.sh >/dev/null
+
+demo: setup
+	@$(PY) -m tests.lab demo
+
+test: setup
+	@bash hack/run-tests.sh all
+
+unit: venv collection
+	@bash hack/run-tests.sh unit
+
+integration: setup
+	@bash hack/run-tests.sh integration
+
+e2e: setup
+	@bash hack/run-tests.sh e2e
+
+molecule: setup
+	@bash hack/run-tests.sh molecule
+
+sanity: venv collection
+	@bash hack/run-tests.sh sanity
+
+bench: setup
+	@$(PY) -m tests.benchmarks
+
+# Removes what a crashed lab left behind (only objects carrying the lab's name prefix).
+lab-clean: venv
+	@$(PY) -m tests.lab clean
+
+clean: lab-clean
+	rm -rf build

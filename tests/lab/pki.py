@@ -1,0 +1,53 @@
+"""Certificates and keys for a lab apiserver: a CA, a serving certificate for 127.0.0.1, an SA key."""
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import os
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.x509.oid import NameOID
+
+
+def _write(path: str, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+
+
+def _pem_key(key) -> bytes:
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption())
+
+
+def make_pki(directory: str, common_name: str) -> dict:
+    """Writes ca.crt, apiserver.crt/.key and sa.key into `directory` (0600) and returns their paths."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{common_name}-ca")])
+    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name)
+          .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
+          .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=30))
+          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+          .sign(ca_key, hashes.SHA256()))
+    srv_key = ec.generate_private_key(ec.SECP256R1())
+    srv = (x509.CertificateBuilder()
+           .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
+           .issuer_name(ca_name).public_key(srv_key.public_key()).serial_number(x509.random_serial_number())
+           .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=30))
+           .add_extension(x509.SubjectAlternativeName([
+               x509.DNSName("localhost"), x509.DNSName("kubernetes.default.svc"),
+               x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+           .sign(ca_key, hashes.SHA256()))
+    # The service-account signer must be RSA for a 1.20 apiserver.
+    sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    paths = {name: os.path.join(directory, name) for name in ("ca.crt", "apiserver.crt", "apiserver.key", "sa.key")}
+    _write(paths["ca.crt"], ca.public_bytes(serialization.Encoding.PEM))
+    _write(paths["apiserver.crt"], srv.public_bytes(serialization.Encoding.PEM))
+    _write(paths["apiserver.key"], _pem_key(srv_key))
+    _write(paths["sa.key"], sa_key.private_bytes(serialization.Encoding.PEM,
+                                                 serialization.PrivateFormat.TraditionalOpenSSL,
+                                                 serialization.NoEncryption()))
+    return paths
