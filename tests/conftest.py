@@ -6,8 +6,10 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+COLLECTIONS = os.path.join(ROOT, "build", "collections")  # `make collection` links this tree there
+for _path in (ROOT, COLLECTIONS):
+    if _path not in sys.path:
+        sys.path.insert(0, _path)
 
 _skips: collections.Counter = collections.Counter()
 

@@ -75,14 +75,35 @@ def recorded_pids(directory: str) -> list[int]:
     return [pid for pid in state.get("pids", []) if directory in _cmdline(pid)]
 
 
+def wireguard_go_pids(prefix: str) -> list[int]:
+    """wireguard-go processes of interfaces named with `prefix`, from their pid files, each checked
+    against its command line so a recycled PID is never signalled."""
+    pids = []
+    if not os.path.isdir(WG_SOCKET_DIR):
+        return pids
+    for entry in os.listdir(WG_SOCKET_DIR):
+        if entry.startswith(prefix) and entry.endswith(".pid"):
+            ifname = entry[:-4]
+            try:
+                with open(os.path.join(WG_SOCKET_DIR, entry), encoding="utf-8") as f:
+                    pid = int(f.read().split()[0])
+            except (OSError, ValueError, IndexError):
+                continue
+            cmd = _cmdline(pid).split()
+            if cmd and os.path.basename(cmd[0]) == "wireguard-go" and ifname in cmd:
+                pids.append(pid)
+    return pids
+
+
 def clean_prefix(prefix: str, directory: str | None = None) -> dict:
     """Removes every lab object whose name starts with `prefix`; returns what was removed."""
     removed = {"processes": [], "netns": [], "sockets": [], "dirs": []}
     spaces = [n for n in netns.list_netns() if n.startswith(prefix)]
     inside = sorted({pid for n in spaces for pid in netns.pids_in_netns(n)})
     owned = recorded_pids(directory) if directory else []
-    _kill(inside + owned)
-    removed["processes"] = inside + owned
+    wg = wireguard_go_pids(prefix)
+    _kill(sorted(set(inside + owned + wg)))
+    removed["processes"] = sorted(set(inside + owned + wg))
     netns.delete_netns(spaces)
     removed["netns"] = spaces
     if os.path.isdir(WG_SOCKET_DIR):

@@ -1,0 +1,200 @@
+"""Issue 4 acceptance for the API: the CRDs on a real kube-apiserver (v1.20, tests.lab.apiserver).
+
+CRDs become Established; every YAML example of the seeds applies verbatim with kubectl and reads back
+through v1beta1 (the storage version); invalid objects are rejected with 422; `kubectl get` prints
+the columns the seeds show.
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+
+import pytest
+import yaml
+
+from tests.lab.apiserver import ApiServer, ApiServerError
+from tests.unit.seed_examples import seed_examples
+
+pytestmark = pytest.mark.e2e
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+GROUP = "networking.liqo.io"
+PLURAL = {"Configuration": "configurations", "GatewayServer": "gatewayservers", "GatewayClient": "gatewayclients",
+          "PublicKey": "publickeies", "Connection": "connections"}
+KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
+
+
+@pytest.fixture(scope="module")
+def api():
+    if not os.access(KUBECTL, os.X_OK):
+        pytest.skip("kubectl is not installed")
+    workdir = tempfile.mkdtemp(prefix="lfab-crds-")
+    srv = ApiServer("lfabcrds", workdir)
+    try:
+        srv.start()
+    except ApiServerError as exc:
+        srv.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+        pytest.skip("no kube-apiserver: %s" % str(exc).splitlines()[0])
+    try:
+        kubectl(srv, "apply", "-f", os.path.join(ROOT, "deploy", "crds"))
+        kubectl(srv, "wait", "--for", "condition=Established", "--timeout", "60s", "crd", "-l", "app.kubernetes.io/part-of=liqo-fabric")
+        yield srv
+    finally:
+        srv.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def kubectl(srv, *args, stdin=None, check=True):
+    proc = subprocess.run([KUBECTL, "--kubeconfig", srv.kubeconfig, *args], input=stdin, capture_output=True, text=True, check=False)
+    if check and proc.returncode != 0:
+        raise AssertionError("kubectl %s failed: %s" % (" ".join(args), proc.stderr))
+    return proc
+
+
+def custom_api(srv):
+    from kubernetes import client, config  # pylint: disable=import-outside-toplevel
+    return client.CustomObjectsApi(config.new_client_from_config(config_file=srv.kubeconfig))
+
+
+def test_crds_established_and_v1beta1_stored(api):
+    crds = json.loads(kubectl(api, "get", "crd", "-o", "json").stdout)["items"]
+    ours = {c["metadata"]["name"]: c for c in crds if c["spec"]["group"] == GROUP}
+    plurals = ("configurations", "gatewayservers", "gatewayclients", "connections", "publickeies",
+               "wggatewayservertemplates", "wggatewayclienttemplates")
+    assert set(ours) == {"%s.%s" % (p, GROUP) for p in plurals}
+    for name, crd in ours.items():
+        conds = {c["type"]: c["status"] for c in crd["status"]["conditions"]}
+        assert conds.get("Established") == "True" and conds.get("NamesAccepted") == "True", name
+        assert "NonStructuralSchema" not in conds, name
+        assert crd["status"]["storedVersions"] == ["v1beta1"], name
+
+
+def test_seed_examples_apply_verbatim_and_read_back_via_v1beta1(api):
+    examples = seed_examples()
+    for text, dummy in examples:
+        proc = kubectl(api, "apply", "-f", "-", stdin=text)
+        assert re.search(r"(created|configured|unchanged)", proc.stdout), proc.stdout
+    for dummy, obj in examples:
+        plural = PLURAL[obj["kind"]]
+        ns = obj["metadata"].get("namespace", "default")
+        back = json.loads(kubectl(api, "get", "-n", ns, "%s.v1beta1.%s" % (plural, GROUP), obj["metadata"]["name"], "-o", "json").stdout)
+        assert back["apiVersion"] == GROUP + "/v1beta1"
+        assert back["kind"] == obj["kind"]
+        _assert_subset(obj["spec"], back["spec"], obj["kind"])
+        assert back["metadata"]["labels"] == obj["metadata"]["labels"]
+    # defaults from the schema were applied (Liqo's defaults where the seeds are silent)
+    client = json.loads(kubectl(api, "get", "gatewayclients.v1beta1.%s" % GROUP, "client", "-o", "json").stdout)
+    assert client["spec"]["mtu"] == 1340 and client["spec"]["endpoint"]["protocol"] == "UDP"
+
+
+def _assert_subset(want, got, where):
+    if isinstance(want, dict):
+        assert isinstance(got, dict), where
+        for k, v in want.items():
+            assert k in got, "%s.%s missing" % (where, k)
+            _assert_subset(v, got[k], "%s.%s" % (where, k))
+    else:
+        assert want == got, "%s: %r != %r" % (where, want, got)
+
+
+def test_default_templates_apply(api):
+    kubectl(api, "create", "namespace", "liqo", check=False)
+    kubectl(api, "apply", "-f", os.path.join(ROOT, "deploy", "templates"))
+    names = kubectl(api, "get", "-n", "liqo", "wggatewayservertemplates,wggatewayclienttemplates", "-o", "name").stdout.split()
+    assert sorted(names) == ["wggatewayclienttemplate.networking.liqo.io/wireguard-client",
+                             "wggatewayservertemplate.networking.liqo.io/wireguard-server"]
+    got = json.loads(kubectl(api, "get", "-n", "liqo", "wggatewayservertemplate", "wireguard-server", "-o", "json").stdout)
+    with open(os.path.join(ROOT, "deploy", "templates", "wireguard-server.yaml"), encoding="utf-8") as f:
+        assert got["spec"]["template"] == yaml.safe_load(f)["spec"]["template"]  # free-form part kept, not pruned
+
+
+def _seed(kind):
+    return next(json.loads(json.dumps(o)) for dummy, o in seed_examples() if o["kind"] == kind)
+
+
+def _mutate(kind, field, value, name):
+    obj = _seed(kind)
+    obj["metadata"] = {"name": name}
+    node = obj
+    parts = field.split(".")
+    for p in parts[:-1]:
+        node = node.setdefault(p, {})
+    node[parts[-1]] = value
+    return obj
+
+
+INVALID = [
+    ("Configuration", "spec.remote.cidr.pod", "10.243.0.300/16", "spec.remote.cidr.pod"),
+    ("Configuration", "spec.remote.cidr.external", "10.70.0.0/33", "spec.remote.cidr.external"),
+    ("GatewayServer", "spec.mtu", 70000, "spec.mtu"),
+    ("GatewayClient", "spec.mtu", 70000, "spec.mtu"),
+    ("GatewayServer", "spec.endpoint.port", 0, "spec.endpoint.port"),
+    ("GatewayClient", "spec.endpoint.port", 0, "spec.endpoint.port"),
+    ("GatewayServer", "spec.endpoint.serviceType", "ExternalName", "spec.endpoint.serviceType"),
+    ("GatewayClient", "spec.endpoint.addresses", ["10.42.3.540"], "spec.endpoint.addresses"),
+    ("PublicKey", "spec.publicKey", "GExyYe7RJ3Lo5nQVa6K2Tp9zobXCvWmJawsLxu7hn1=", "spec.publicKey"),
+    ("PublicKey", "spec.publicKey", "not-a-key", "spec.publicKey"),
+]
+
+
+@pytest.mark.parametrize("version", ["v1alpha1", "v1beta1"])
+@pytest.mark.parametrize("kind, field, value, path", INVALID, ids=["%s:%s=%r" % i[:3] for i in INVALID])
+def test_invalid_objects_rejected_with_422(api, version, kind, field, value, path):
+    from kubernetes.client.rest import ApiException  # pylint: disable=import-outside-toplevel
+    obj = _mutate(kind, field, value, "bad-%s" % version)
+    obj["apiVersion"] = "%s/%s" % (GROUP, version)
+    with pytest.raises(ApiException) as err:
+        custom_api(api).create_namespaced_custom_object(GROUP, version, "default", PLURAL[kind], obj)
+    assert err.value.status == 422
+    assert path in err.value.body
+
+
+def test_invalid_status_rejected_with_422(api):
+    from kubernetes.client.rest import ApiException  # pylint: disable=import-outside-toplevel
+    cust = custom_api(api)
+    obj = _mutate("Configuration", "spec.remote.cidr.pod", "10.243.0.0/16", "status-check")
+    obj["apiVersion"] = GROUP + "/v1beta1"
+    cust.create_namespaced_custom_object(GROUP, "v1beta1", "default", "configurations", obj)
+    with pytest.raises(ApiException) as err:
+        cust.patch_namespaced_custom_object_status(GROUP, "v1beta1", "default", "configurations", "status-check",
+                                                   {"status": {"remote": {"cidr": {"pod": "10.71.0.0/99"}}}})
+    assert err.value.status == 422
+    cust.delete_namespaced_custom_object(GROUP, "v1beta1", "default", "configurations", "status-check")
+
+
+def _table(text):
+    lines = [line for line in text.splitlines() if line.strip()]
+    return [re.split(r"\s{2,}", line.strip()) for line in lines]
+
+
+def test_kubectl_get_prints_the_seed_columns(api):
+    kubectl(api, "apply", "-f", "-", stdin=seed_examples()[0][0])  # Configuration dry-paper
+    kubectl(api, "apply", "-f", "-", stdin=seed_examples()[1][0])  # GatewayServer server
+    kubectl(api, "apply", "-f", "-", stdin=seed_examples()[2][0])  # GatewayClient client
+    kubectl(api, "patch", "configurations.%s" % GROUP, "dry-paper", "--subresource=status", "--type=merge",
+            "-p", json.dumps({"status": {"remote": {"cidr": {"pod": "10.71.0.0/16", "external": "10.72.0.0/16"}}}}))
+    kubectl(api, "patch", "gatewayservers.%s" % GROUP, "server", "--subresource=status", "--type=merge",
+            "-p", json.dumps({"status": {"endpoint": {"addresses": ["10.42.3.54"], "port": 32133, "protocol": "UDP"}}}))
+    conn = {"apiVersion": GROUP + "/v1alpha1", "kind": "Connection", "metadata": {"name": "crimson-field"},
+            "spec": {"type": "Client", "gatewayRef": {"apiVersion": GROUP + "/v1beta1", "kind": "GatewayClient", "name": "client"}}}
+    kubectl(api, "apply", "-f", "-", stdin=yaml.safe_dump(conn))
+    kubectl(api, "patch", "connections.%s" % GROUP, "crimson-field", "--subresource=status", "--type=merge",
+            "-p", json.dumps({"status": {"value": "Connected", "latency": {"value": "1.1ms"}}}))
+
+    expected = {
+        "configurations": (["NAMESPACE", "NAME", "DESIRED POD CIDR", "REMAPPED POD CIDR", "AGE"],
+                           ["default", "dry-paper", "10.243.0.0/16", "10.71.0.0/16"]),
+        "gatewayservers": (["NAMESPACE", "NAME", "TEMPLATE NAME", "IP", "PORT", "AGE"],
+                           ["default", "server", "wireguard-server", "10.42.3.54", "32133"]),
+        "gatewayclients": (["NAMESPACE", "NAME", "TEMPLATE NAME", "IP", "PORT", "AGE"],
+                           ["default", "client", "wireguard-client", "10.42.3.54", "32133"]),
+        "connections": (["NAMESPACE", "NAME", "TYPE", "STATUS", "AGE"], ["default", "crimson-field", "Client", "Connected"]),
+    }
+    for plural, (header, row) in expected.items():
+        table = _table(kubectl(api, "get", "%s.%s" % (plural, GROUP), "-A").stdout)
+        assert table[0] == header, plural
+        rows = [r for r in table[1:] if r[1] == row[1]]
+        assert len(rows) == 1 and rows[0][:-1] == row and re.fullmatch(r"\d+[smhd]\w*", rows[0][-1]), (plural, table)

@@ -1,0 +1,282 @@
+"""CRDs in deploy/crds: structure, versions, printer columns, and the seeds' YAML against the schemas.
+
+Validation uses `jsonschema` (already in the venv through the test requirements' dependencies) on the
+openAPIV3Schema; the apiserver-side check of the same cases is tests/e2e/test_crds_apiserver.py.
+"""
+import copy
+import glob
+import os
+import re
+
+import jsonschema
+import pytest
+import yaml
+
+from tests.unit.seed_examples import seed_examples, seed_path, seed_table_headers, texts_from_copy, texts_from_seed
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CRD_DIR = os.path.join(ROOT, "deploy", "crds")
+TEMPLATE_DIR = os.path.join(ROOT, "deploy", "templates")
+GROUP = "networking.liqo.io"
+KINDS = {
+    "Configuration": "configurations", "GatewayServer": "gatewayservers", "GatewayClient": "gatewayclients",
+    "Connection": "connections", "PublicKey": "publickeies",
+    "WgGatewayServerTemplate": "wggatewayservertemplates", "WgGatewayClientTemplate": "wggatewayclienttemplates",
+}
+# Default (priority 0) columns after NAMESPACE/NAME, as the seeds print them, with the field they show.
+COLUMNS = {
+    "configurations": [("DESIRED POD CIDR", ".spec.remote.cidr.pod"), ("REMAPPED POD CIDR", ".status.remote.cidr.pod"),
+                       ("AGE", ".metadata.creationTimestamp")],
+    "gatewayservers": [("TEMPLATE NAME", ".spec.serverTemplateRef.name"), ("IP", ".status.endpoint.addresses[0]"),
+                       ("PORT", ".status.endpoint.port"), ("AGE", ".metadata.creationTimestamp")],
+    "gatewayclients": [("TEMPLATE NAME", ".spec.clientTemplateRef.name"), ("IP", ".spec.endpoint.addresses[0]"),
+                       ("PORT", ".spec.endpoint.port"), ("AGE", ".metadata.creationTimestamp")],
+    "connections": [("TYPE", ".spec.type"), ("STATUS", ".status.value"), ("AGE", ".metadata.creationTimestamp")],
+    "publickeies": [("AGE", ".metadata.creationTimestamp")],
+    "wggatewayservertemplates": [("AGE", ".metadata.creationTimestamp")],
+    "wggatewayclienttemplates": [("AGE", ".metadata.creationTimestamp")],
+}
+WITH_STATUS = {"Configuration", "GatewayServer", "GatewayClient", "Connection"}
+
+
+def load_crds():
+    crds = {}
+    for path in sorted(glob.glob(os.path.join(CRD_DIR, "*.yaml"))):
+        with open(path, encoding="utf-8") as f:
+            docs = [d for d in yaml.safe_load_all(f) if d]
+        assert len(docs) == 1, "%s: one CRD per file" % path
+        crds[docs[0]["spec"]["names"]["kind"]] = (os.path.basename(path), docs[0])
+    return crds
+
+
+CRDS = load_crds()
+
+
+def schema_of(kind, version="v1beta1"):
+    crd = CRDS[kind][1]
+    return next(v for v in crd["spec"]["versions"] if v["name"] == version)["schema"]["openAPIV3Schema"]
+
+
+def validate(obj):
+    kind = obj["kind"]
+    version = obj["apiVersion"].split("/")[1]
+    validator = jsonschema.Draft4Validator(schema_of(kind, version))
+    return sorted(validator.iter_errors(obj), key=lambda e: list(e.path))
+
+
+def test_one_file_per_kind_named_after_the_plural():
+    assert set(CRDS) == set(KINDS)
+    for kind, (fname, crd) in CRDS.items():
+        assert crd["apiVersion"] == "apiextensions.k8s.io/v1" and crd["kind"] == "CustomResourceDefinition"
+        names = crd["spec"]["names"]
+        assert names["plural"] == KINDS[kind] and fname == "%s_%s.yaml" % (GROUP, names["plural"])
+        assert crd["metadata"]["name"] == "%s.%s" % (names["plural"], GROUP)
+        assert crd["spec"]["group"] == GROUP and crd["spec"]["scope"] == "Namespaced"
+        assert names["singular"] == kind.lower() and names["listKind"] == kind + "List"
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_both_versions_served_identical_v1beta1_stored(kind):
+    crd = CRDS[kind][1]
+    versions = {v["name"]: v for v in crd["spec"]["versions"]}
+    assert set(versions) == {"v1alpha1", "v1beta1"}
+    assert all(v["served"] for v in versions.values())
+    assert versions["v1beta1"]["storage"] is True and versions["v1alpha1"]["storage"] is False
+    assert crd["spec"].get("conversion", {"strategy": "None"}) == {"strategy": "None"}
+    for key in ("schema", "additionalPrinterColumns", "subresources"):
+        assert versions["v1alpha1"].get(key) == versions["v1beta1"].get(key), key
+    assert ("status" in versions["v1beta1"].get("subresources", {})) == (kind in WITH_STATUS)
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_printer_columns_as_the_seeds_show(kind):
+    plural = KINDS[kind]
+    cols = next(v for v in CRDS[kind][1]["spec"]["versions"] if v["name"] == "v1beta1")["additionalPrinterColumns"]
+    default = [(c["name"].upper(), c["jsonPath"]) for c in cols if c.get("priority", 0) == 0]
+    assert default == COLUMNS[plural]
+    seen = seed_table_headers()
+    if plural in seen:
+        assert ["NAMESPACE", "NAME"] + [c[0] for c in default] == seen[plural]
+    age = [c for c in cols if c["name"] == "Age"]
+    assert age and age[0]["type"] == "date"
+
+
+def _walk(node, path, problems, in_junctor=False):
+    """Structural-schema rules a 1.20 apiserver enforces, plus: no CEL, RE2-compatible patterns."""
+    if not isinstance(node, dict):
+        return
+    if "x-kubernetes-validations" in node:
+        problems.append("%s: CEL rules are not enforced by a 1.20 apiserver" % path)
+    if node.get("uniqueItems"):
+        problems.append("%s: uniqueItems is forbidden in structural schemas" % path)
+    if in_junctor:
+        for bad in ("type", "description", "default", "additionalProperties", "nullable"):
+            if bad in node:
+                problems.append("%s: %s inside anyOf/allOf/oneOf/not" % (path, bad))
+    elif "type" not in node and not node.get("x-kubernetes-preserve-unknown-fields") and not node.get("x-kubernetes-int-or-string"):
+        problems.append("%s: no type" % path)
+    if "pattern" in node:
+        re.compile(node["pattern"])
+        if "(?" in node["pattern"] or re.search(r"\\[1-9]", node["pattern"]):
+            problems.append("%s: pattern not RE2-compatible" % path)
+    for key, sub in (node.get("properties") or {}).items():
+        _walk(sub, "%s.%s" % (path, key), problems, in_junctor)
+    if isinstance(node.get("items"), dict):
+        _walk(node["items"], path + "[]", problems, in_junctor)
+    if isinstance(node.get("additionalProperties"), dict):
+        _walk(node["additionalProperties"], path + "{}", problems, in_junctor)
+    for junctor in ("anyOf", "allOf", "oneOf"):
+        for i, sub in enumerate(node.get(junctor) or []):
+            _walk(sub, "%s.%s[%d]" % (path, junctor, i), problems, True)
+    if "not" in node:
+        _walk(node["not"], path + ".not", problems, True)
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_schema_is_structural_and_1_20_enforceable(kind):
+    problems = []
+    _walk(schema_of(kind), kind, problems)
+    assert problems == []
+
+
+def test_seed_copy_is_verbatim():
+    path = seed_path()
+    if not path:
+        pytest.skip("../shared/seeds/003_* is not next to the repository: only the stored copy is used")
+    assert texts_from_copy() == texts_from_seed(path)
+
+
+def test_seed_examples_cover_the_kinds():
+    kinds = [obj["kind"] for dummy, obj in seed_examples()]
+    assert kinds == ["Configuration", "GatewayServer", "GatewayClient", "PublicKey", "PublicKey"]
+    assert {obj["apiVersion"] for dummy, obj in seed_examples()} == {GROUP + "/v1alpha1"}
+
+
+@pytest.mark.parametrize("index", range(5))
+@pytest.mark.parametrize("version", ["v1alpha1", "v1beta1"])
+def test_seed_examples_are_valid_in_both_versions(index, version):
+    obj = copy.deepcopy(seed_examples()[index][1])
+    obj["apiVersion"] = "%s/%s" % (GROUP, version)
+    assert validate(obj) == []
+
+
+def _seed(kind, index=0):
+    return copy.deepcopy([o for dummy, o in seed_examples() if o["kind"] == kind][index])
+
+
+def _set(obj, dotted, value):
+    parts = dotted.split(".")
+    for p in parts[:-1]:
+        obj = obj.setdefault(p, {})
+    if value is _DELETE:
+        del obj[parts[-1]]
+    else:
+        obj[parts[-1]] = value
+
+
+_DELETE = object()
+INVALID = [
+    ("Configuration", "spec.remote.cidr.pod", "10.243.0.300/16"),
+    ("Configuration", "spec.remote.cidr.pod", "10.243.0.0/33"),
+    ("Configuration", "spec.remote.cidr.pod", "10.243.0.0"),
+    ("Configuration", "spec.remote.cidr.pod", ["10.243.0.0/16"]),
+    ("Configuration", "spec.remote.cidr.external", "fd00::/64"),
+    ("Configuration", "spec.remote.cidr.external", _DELETE),
+    ("Configuration", "status.remote.cidr.pod", "10.71.0.0/99"),
+    ("Configuration", "status.conditions", [{"type": "Ready", "status": "Maybe", "reason": "X", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]),
+    ("GatewayServer", "spec.mtu", 70000),
+    ("GatewayServer", "spec.mtu", 500),
+    ("GatewayServer", "spec.endpoint.port", 0),
+    ("GatewayServer", "spec.endpoint.port", 65536),
+    ("GatewayServer", "spec.endpoint.port", "51820"),
+    ("GatewayServer", "spec.endpoint.port", _DELETE),
+    ("GatewayServer", "spec.endpoint.ports", [51820, 0]),
+    ("GatewayServer", "spec.endpoint.serviceType", "ExternalName"),
+    ("GatewayServer", "spec.endpoint.nodePort", -1),
+    ("GatewayServer", "spec.endpoint.nodePort", 65536),
+    ("GatewayServer", "spec.endpoint.loadBalancerIP", "1.2.3"),
+    ("GatewayServer", "status.endpoint.addresses", ["10.42.3.256"]),
+    ("GatewayServer", "status.endpoint.protocol", "SCTP"),
+    ("GatewayServer", "status.internalEndpoint.ip", "10.80.0.1/16"),
+    ("GatewayClient", "spec.endpoint.addresses", ["10.42.3.540"]),
+    ("GatewayClient", "spec.endpoint.addresses", []),
+    ("GatewayClient", "spec.endpoint.port", 0),
+    ("GatewayClient", "spec.endpoint.protocol", "TCP"),
+    ("GatewayClient", "spec.mtu", 70000),
+    ("PublicKey", "spec.publicKey", "GExyYe7RJ3Lo5nQVa6K2Tp9zobXCvWmJawsLxu7hn1="),
+    ("PublicKey", "spec.publicKey", "GExyYe7RJ3Lo5nQVa6K2Tp9zobXCvWmJawsLxu7hn10"),
+    ("PublicKey", "spec.publicKey", "GExyYe7RJ3Lo5nQVa6K2Tp9zobXCvWmJawsLxu7hn10=="),
+    ("PublicKey", "spec.publicKey", "GExyYe7RJ3Lo5nQVa6K2Tp9zobXCvWm!awsLxu7hn10="),
+]
+
+
+@pytest.mark.parametrize("kind, field, value", INVALID, ids=["%s:%s=%r" % (k, f, v if v is not _DELETE else "<deleted>") for k, f, v in INVALID])
+def test_invalid_objects_rejected(kind, field, value):
+    obj = _seed(kind)
+    _set(obj, field, value)
+    assert validate(obj), "schema accepted %s=%r" % (field, value)
+
+
+def test_port_and_ports_mutually_exclusive_nodeport_zero_allowed():
+    obj = _seed("GatewayServer")
+    obj["spec"]["endpoint"]["ports"] = [51820, 51821]
+    assert validate(obj)
+    del obj["spec"]["endpoint"]["port"]
+    assert validate(obj) == []
+    obj["spec"]["endpoint"].update({"nodePort": 0, "loadBalancerIP": ""})
+    assert validate(obj) == []
+    obj["spec"]["endpoint"]["nodePorts"] = [30000]
+    assert validate(obj)
+
+
+def test_client_accepts_dns_names_and_minimal_server_is_valid():
+    obj = _seed("GatewayClient")
+    obj["spec"]["endpoint"]["addresses"] = ["gw.example.com", "10.0.0.1"]
+    assert validate(obj) == []
+    assert validate({"apiVersion": GROUP + "/v1beta1", "kind": "GatewayServer", "metadata": {"name": "s"},
+                     "spec": {"endpoint": {"port": 51820}}}) == []
+
+
+def test_connection_enums():
+    conn = {"apiVersion": GROUP + "/v1beta1", "kind": "Connection", "metadata": {"name": "c"},
+            "spec": {"type": "Client", "gatewayRef": {"kind": "GatewayClient", "name": "client"}},
+            "status": {"value": "Connected", "latency": {"value": "1.2ms", "timestamp": "2026-01-01T00:00:00Z"}}}
+    assert validate(conn) == []
+    for field, value in (("type", "Peer"), ("value", "Up")):
+        bad = copy.deepcopy(conn)
+        (bad["spec"] if field == "type" else bad["status"])[field] = value
+        assert validate(bad)
+    del conn["spec"]["gatewayRef"]
+    assert validate(conn)
+
+
+@pytest.mark.parametrize("fname", ["wireguard-server.yaml", "wireguard-client.yaml"])
+def test_default_templates_are_valid(fname):
+    with open(os.path.join(TEMPLATE_DIR, fname), encoding="utf-8") as f:
+        obj = yaml.safe_load(f)
+    assert obj["metadata"] == {"name": fname[:-5], "namespace": "liqo", "labels": {"networking.liqo.io/gatewaytemplate": "true"}}
+    assert validate(obj) == []
+
+
+def _jsonpath(obj, path):
+    for part in re.findall(r"\.([^.\[]+)|\[(\d+)\]", path):
+        key, idx = part
+        if obj is None:
+            return None
+        obj = obj.get(key) if key else (obj[int(idx)] if isinstance(obj, list) and int(idx) < len(obj) else None)
+    return obj
+
+
+def test_printer_columns_show_the_seed_rows():
+    """With the status the fabric writes, the columns give the values the seed's tables show."""
+    conf = _seed("Configuration")
+    conf["status"] = {"remote": {"cidr": {"pod": "10.71.0.0/16", "external": "10.72.0.0/16"}}}
+    server = _seed("GatewayServer")
+    server["status"] = {"endpoint": {"addresses": ["10.42.3.54"], "port": 32133, "protocol": "UDP"}}
+    client = _seed("GatewayClient")
+    rows = {}
+    for obj, plural in ((conf, "configurations"), (server, "gatewayservers"), (client, "gatewayclients")):
+        assert validate(obj) == []
+        rows[plural] = [_jsonpath(obj, p) for name, p in COLUMNS[plural] if name != "AGE"]
+    assert rows == {"configurations": ["10.243.0.0/16", "10.71.0.0/16"], "gatewayservers": ["wireguard-server", "10.42.3.54", 32133],
+                    "gatewayclients": ["wireguard-client", "10.42.3.54", 32133]}
