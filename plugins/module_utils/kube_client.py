@@ -7,6 +7,7 @@ conditions. Pure Python on top of the official `kubernetes` client (guarded impo
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import traceback
 
@@ -31,6 +32,8 @@ PLURALS = {
     "WgGatewayServerTemplate": "wggatewayservertemplates",
     "WgGatewayClientTemplate": "wggatewayclienttemplates",
 }
+CORE_PLURALS = {"Service": "services", "Deployment": "deployments", "ConfigMap": "configmaps", "Secret": "secrets",
+                "DaemonSet": "daemonsets", "ServiceAccount": "serviceaccounts"}
 REMOTE_CLUSTER_ID_LABEL = "liqo.io/remote-cluster-id"
 GATEWAY_RESOURCE_LABEL = "networking.liqo.io/gateway-resource"
 CLUSTER_ID_CONFIGMAP = "liqo-clusterid-configmap"
@@ -88,6 +91,30 @@ class Kube:
             if exc.status == 404:
                 return None
             raise
+
+    def apply(self, obj, dry_run=False, field_manager="liqo-fabric"):
+        """Server-side apply of any namespaced object (one PATCH creates or updates it). Returns the
+        object the apiserver answered with; with dry_run the apiserver validates and persists nothing."""
+        api_version, kind = obj["apiVersion"], obj["kind"]
+        base = "/api/%s" % api_version if "/" not in api_version else "/apis/%s" % api_version
+        plural = CORE_PLURALS.get(kind) or PLURALS.get(kind) or kind.lower() + "s"
+        meta = obj["metadata"]
+        path = "%s/namespaces/%s/%s/%s" % (base, meta["namespace"], plural, meta["name"])
+        query = [("fieldManager", field_manager), ("force", "true")]
+        if dry_run:
+            query.append(("dryRun", "All"))
+        return self.request("PATCH", path, query, obj, content_type="application/apply-patch+yaml")
+
+    def request(self, method, path, query=None, body=None, content_type="application/json"):
+        """A raw API call through the client's connection pool and auth; returns the decoded JSON body."""
+        method, url, headers, body, post = self.api.param_serialize(
+            method, path, query_params=query or [], body=body, auth_settings=["BearerToken"],
+            header_params={"Content-Type": content_type, "Accept": "application/json"})
+        resp = self.api.call_api(method, url, header_params=headers, body=body, post_params=post)
+        resp.read()
+        if not 200 <= resp.status < 300:
+            raise ApiException(http_resp=resp)
+        return json.loads(resp.data) if resp.data else None
 
     def replace_status(self, obj):
         """Writes obj's status guarded by its metadata.resourceVersion (409 when someone wrote first)."""

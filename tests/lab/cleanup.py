@@ -95,6 +95,15 @@ def wireguard_go_pids(prefix: str) -> list[int]:
     return pids
 
 
+def _wireguard_go_ifname(pid: int) -> str | None:
+    """Interface name of a wireguard-go process (`wireguard-go [-f] <ifname>`), else None."""
+    cmd = _cmdline(pid).split()
+    if not cmd or os.path.basename(cmd[0]) != "wireguard-go":
+        return None
+    args = [a for a in cmd[1:] if not a.startswith("-")]
+    return args[0] if args else None
+
+
 def clean_prefix(prefix: str, directory: str | None = None) -> dict:
     """Removes every lab object whose name starts with `prefix`; returns what was removed."""
     removed = {"processes": [], "netns": [], "sockets": [], "dirs": []}
@@ -102,8 +111,17 @@ def clean_prefix(prefix: str, directory: str | None = None) -> dict:
     inside = sorted({pid for n in spaces for pid in netns.pids_in_netns(n)})
     owned = recorded_pids(directory) if directory else []
     wg = wireguard_go_pids(prefix)
+    # wireguard-go processes living in the lab's netns: their interface names do not carry the lab prefix
+    # (the fabric names them), so remember them to remove their control files too
+    wg_ifnames = [_wireguard_go_ifname(pid) for pid in inside]
     _kill(sorted(set(inside + owned + wg)))
     removed["processes"] = sorted(set(inside + owned + wg))
+    for ifname in filter(None, wg_ifnames):
+        for ext in (".sock", ".pid", ".log"):
+            path = os.path.join(WG_SOCKET_DIR, ifname + ext)
+            if os.path.exists(path):
+                os.unlink(path)
+                removed["sockets"].append(ifname + ext)
     netns.delete_netns(spaces)
     removed["netns"] = spaces
     if os.path.isdir(WG_SOCKET_DIR):

@@ -112,7 +112,7 @@ def test_default_server_template_renders_service_and_deployment():
     out = render_gateway_template(_load("wireguard-server.yaml"), SERVER)
     assert "{{" not in yaml.safe_dump(out)
     svc = out["spec"]["service"]
-    assert svc["metadata"]["name"] == "server" and svc["metadata"]["namespace"] == "liqo-tenant-dry-paper"
+    assert svc["metadata"]["name"] == "gw-server" and svc["metadata"]["namespace"] == "liqo-tenant-dry-paper"
     assert "annotations" not in svc["metadata"]
     assert svc["spec"]["type"] == "NodePort" and "loadBalancerIP" not in svc["spec"]
     assert svc["spec"]["ports"] == [{"name": "wireguard", "protocol": "UDP", "port": 51820, "targetPort": 51820}]

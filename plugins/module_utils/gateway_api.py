@@ -1,0 +1,179 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, liqo.fabric developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The Kubernetes side of a gateway: read its CRs, keep its key Secret, publish status and Connection."""
+
+from __future__ import annotations
+
+import base64
+
+from ansible_collections.liqo.fabric.plugins.module_utils.gateway import (
+    KEY_SECRET_LABEL, KINDS, connection_object, plan)
+from ansible_collections.liqo.fabric.plugins.module_utils.gateway_template import TemplateError, render_gateway_template
+from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import (
+    ApiException, REMOTE_CLUSTER_ID_LABEL, now_rfc3339, set_condition)
+from ansible_collections.liqo.fabric.plugins.module_utils.wireguard import generate_keypair
+
+CONDITION = "Established"
+
+
+def list_gateways(kube, namespace=None, name=None, kinds=None):
+    out = []
+    for kind in kinds or list(KINDS):
+        for obj in kube.list(kind, namespace):
+            obj.setdefault("kind", kind)
+            if name and obj["metadata"]["name"] != name:
+                continue
+            out.append(obj)
+    return out
+
+
+def _owner_ref(gateway):
+    return {"apiVersion": "networking.liqo.io/v1beta1", "kind": gateway["kind"], "name": gateway["metadata"]["name"],
+            "uid": gateway["metadata"]["uid"], "controller": False, "blockOwnerDeletion": False}
+
+
+def ensure_key_secret(kube, gateway, secret_name, check_mode=False):
+    """Keys of the gateway, creating its key Secret once (private key generated here, written only to the
+    Secret). Returns (public_key, private_key, created); the keys are None in check mode before creation."""
+    ns = gateway["metadata"]["namespace"]
+    try:
+        secret = kube.core.read_namespaced_secret(secret_name, ns)
+        data = secret.data or {}
+        if "publicKey" in data and "privateKey" in data:
+            return (base64.b64decode(data["publicKey"]).decode(), base64.b64decode(data["privateKey"]).decode(),
+                    False)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+        secret = None
+    if check_mode:
+        return None, None, True
+    private, public = generate_keypair()
+    body = {"metadata": {"name": secret_name, "namespace": ns, "ownerReferences": [_owner_ref(gateway)],
+                         "labels": {KEY_SECRET_LABEL: "true",
+                                    REMOTE_CLUSTER_ID_LABEL: (gateway["metadata"].get("labels") or {}).get(
+                                        REMOTE_CLUSTER_ID_LABEL, "")}},
+            "type": "Opaque", "stringData": {"privateKey": private, "publicKey": public}}
+    if secret is None:
+        kube.core.create_namespaced_secret(ns, body)
+    else:  # a Secret without keys (e.g. created by hand, empty): fill it
+        kube.core.patch_namespaced_secret(secret_name, ns, {"stringData": body["stringData"]})
+    return public, private, True
+
+
+def gateway_plans(kube, endpoint_address, internal_cidr, namespace=None, name=None, kinds=None, check_mode=False):
+    """(plans, private_keys, changed): one plan per gateway, key Secrets created where missing;
+    private_keys maps a plan's interface name to its private key (never put into a plan)."""
+    cluster_id = kube.cluster_id()
+    gateways = list_gateways(kube, namespace, name, kinds)
+    confs = kube.list("Configuration")
+    pks = kube.list("PublicKey")
+    plans, keys, changed = [], {}, False
+    for gw in gateways:
+        p = plan(gw, confs, pks, cluster_id, endpoint_address, internal_cidr)
+        p["public_key"], keys[p["interface"]], created = ensure_key_secret(kube, gw, p["secret_name"], check_mode)
+        changed = changed or created
+        plans.append(p)
+    return plans, keys, changed
+
+
+TEMPLATE_REF = {"GatewayServer": "serverTemplateRef", "GatewayClient": "clientTemplateRef"}
+
+
+def render_manifests(kube, gateway, plan_):
+    """The in-cluster Deployment/Service the gateway's template renders to: ([objects], error or None)."""
+    ref = (gateway.get("spec") or {}).get(TEMPLATE_REF[gateway["kind"]]) or {}
+    if not ref.get("name"):
+        return [], None
+    tmpl = kube.get(ref.get("kind") or ("Wg%sTemplate" % gateway["kind"]), ref.get("namespace") or "liqo", ref["name"])
+    if tmpl is None:
+        return [], "%s.%s: template %s/%s not found" % ("spec", TEMPLATE_REF[gateway["kind"]],
+                                                        ref.get("namespace") or "liqo", ref["name"])
+    gw = dict(gateway)
+    gw["status"] = dict(gateway.get("status") or {}, **plan_["status"])
+    try:
+        rendered = render_gateway_template(tmpl, gw)
+    except TemplateError as exc:
+        return [], str(exc)
+    spec = rendered.get("spec") or {}
+    out = []
+    if spec.get("service"):
+        out.append(dict(spec["service"], apiVersion="v1", kind="Service"))
+    if spec.get("deployment"):
+        out.append(dict(spec["deployment"], apiVersion="apps/v1", kind="Deployment"))
+    return out, None
+
+
+def _strip_times(conditions):
+    return [{k: v for k, v in c.items() if k != "lastTransitionTime"} for c in conditions or []]
+
+
+def publish(kube, plan_, probe=None, check_mode=False, manifests="dry_run"):
+    """Writes the gateway's status fields, creates/updates its Connection and validates (server-side dry
+    run) or applies the in-cluster manifests its template renders to. Returns (changed, manifest error)."""
+    changed = []
+    kind, ns, name = plan_["kind"], plan_["namespace"], plan_["name"]
+    gw = kube.get(kind, ns, name)
+    if gw is None:
+        return changed, None
+    gw.setdefault("kind", kind)
+    manifest_error = None
+    if manifests != "skip":
+        objs, manifest_error = render_manifests(kube, gw, plan_)
+        for obj in objs:
+            try:
+                if kube.apply(obj, dry_run=manifests == "dry_run" or check_mode) and manifests == "apply":
+                    changed.append("%s %s/%s applied" % (obj["kind"], ns, obj["metadata"]["name"]))
+            except ApiException as exc:
+                manifest_error = "%s %s: rejected by the apiserver (%s): %s" % (
+                    obj["kind"], obj["metadata"].get("name"), exc.status, _api_message(exc))
+    want = dict(gw.get("status") or {})
+    want.update(plan_["status"])
+    if want != (gw.get("status") or {}):
+        changed.append("%s/%s/%s status" % (kind, ns, name))
+        if not check_mode:
+            gw["status"] = want
+            kube.replace_status(gw)
+
+    conn, reason, message = connection_object(plan_, probe, now_rfc3339())
+    cur = kube.get("Connection", ns, plan_["connection_name"])
+    if cur is None:
+        changed.append("Connection/%s/%s created" % (ns, plan_["connection_name"]))
+        if check_mode:
+            return changed, manifest_error
+        conn["metadata"]["ownerReferences"] = [_owner_ref(gw)]
+        status = conn.pop("status")
+        cur = kube.custom.create_namespaced_custom_object("networking.liqo.io", "v1beta1", ns, "connections", conn)
+        cur["status"] = {}
+        conn["status"] = status
+    status = dict(cur.get("status") or {})
+    status["value"] = conn["status"]["value"]
+    if "latency" in conn["status"]:
+        status["latency"] = conn["status"]["latency"]
+    elif status.get("value") != "Connected":
+        status.pop("latency", None)
+    status["conditions"], _ = set_condition(status.get("conditions"), CONDITION,
+                                            "True" if status["value"] == "Connected" else "False",
+                                            reason, message or reason, plan_.get("generation"))
+    old = cur.get("status") or {}
+    # latency changes on every probe: it alone is no reason to report a change
+    same = (old.get("value") == status["value"]
+            and _strip_times(old.get("conditions")) == _strip_times(status["conditions"])
+            and ("latency" in old) == ("latency" in status))
+    if not same:
+        changed.append("Connection/%s/%s %s" % (ns, plan_["connection_name"], status["value"]))
+    if not same or status.get("latency") != old.get("latency"):
+        if not check_mode:
+            cur["status"] = status
+            cur.setdefault("kind", "Connection")
+            kube.replace_status(cur)
+    return changed, manifest_error
+
+
+def _api_message(exc):
+    try:
+        import json  # pylint: disable=import-outside-toplevel
+        return json.loads(exc.body).get("message") or exc.reason
+    except (ValueError, TypeError, AttributeError):
+        return exc.reason

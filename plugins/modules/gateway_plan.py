@@ -1,0 +1,163 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, liqo.fabric developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: gateway_plan
+short_description: Plan the gateways of a cluster from their GatewayServer/GatewayClient resources
+version_added: 0.1.0
+description:
+  - Reads the C(GatewayServer) and C(GatewayClient) resources of a cluster with the C(Configuration) and
+    C(PublicKey) of their remote cluster and returns, for each gateway, what its dataplane must be (WireGuard
+    interface and peer, NAT tunnel, fwmark and routing table) and what it must publish (status, Connection).
+  - Creates each gateway's key Secret once (C(wg-server-NAME) / C(wg-client-NAME)), with a private key
+    generated inside the module and written only to the Secret; only the public key is returned.
+  - A gateway that lacks its Configuration, its remapped CIDRs or the remote PublicKey is returned with
+    C(waiting); one with bad input (no remote cluster id label, no server address, an MTU different from the
+    remote's) with C(error). Both carry a reason and a message naming the field.
+author: liqo.fabric developers (@liqo-fabric)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+    details: In check mode no Secret is created and the public key of a new gateway is null.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+options:
+  kubeconfig:
+    description: Path of the cluster's kubeconfig; without it the in-cluster service account is used.
+    type: path
+  context:
+    description: Kubeconfig context.
+    type: str
+  namespace:
+    description: Only the gateways of this namespace.
+    type: str
+  name:
+    description: Only the gateway(s) with this name.
+    type: str
+  kinds:
+    description: Which kinds of gateway to plan.
+    type: list
+    elements: str
+    choices: [GatewayServer, GatewayClient]
+    default: [GatewayServer, GatewayClient]
+  endpoint_address:
+    description: Address the remote gateway reaches this gateway host at (published in a GatewayServer's status).
+    type: str
+  internal_cidr:
+    description: The local internal CIDR; the gateway's internal endpoint is its first address.
+    type: str
+    default: 10.80.0.0/16
+  include_private_keys:
+    description:
+      - Also return RV(private_keys) for configuring the WireGuard interfaces. The task must then have
+        C(no_log: true); the module refuses otherwise.
+    type: bool
+    default: false
+notes:
+  - With O(include_private_keys), failures still carry a message without secrets in C(msg); show it with a
+    following M(ansible.builtin.assert) since C(no_log) hides the task's output.
+"""
+
+EXAMPLES = r"""
+- name: Plan the gateways of the cluster
+  liqo.fabric.gateway_plan:
+    kubeconfig: /etc/liqo/kubeconfig
+    endpoint_address: 192.168.254.1
+  delegate_to: localhost
+  register: gateways
+"""
+
+RETURN = r"""
+gateways:
+  description: One plan per gateway.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    kind:
+      description: GatewayServer or GatewayClient.
+      type: str
+    interface:
+      description: WireGuard interface name (unique per host).
+      type: str
+    ready:
+      description: Whether the dataplane can be built (Configuration remapped, remote PublicKey present).
+      type: bool
+    waiting:
+      description: Reason and message while something is missing, else null.
+      type: dict
+    error:
+      description: Reason and message of a misconfiguration, else null.
+      type: dict
+    public_key:
+      description: Public key of this gateway.
+      type: str
+    peer:
+      description: The WireGuard peer (remote public key, endpoint, allowed IPs, keepalive).
+      type: dict
+    nat_tunnel:
+      description: The nat_table tunnel entry (interface, mark, remote original and remapped pod CIDR).
+      type: dict
+    status:
+      description: Status fields the gateway resource publishes.
+      type: dict
+private_keys:
+  description: Private key of each gateway by interface name.
+  returned: when O(include_private_keys=true)
+  type: dict
+"""
+
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import KUBERNETES_IMPORT_ERROR, ApiException, Kube, KubeError
+from ansible_collections.liqo.fabric.plugins.module_utils.gateway_api import gateway_plans
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            kubeconfig=dict(type="path"),
+            context=dict(type="str"),
+            namespace=dict(type="str"),
+            name=dict(type="str"),
+            kinds=dict(type="list", elements="str", choices=["GatewayServer", "GatewayClient"],
+                       default=["GatewayServer", "GatewayClient"]),
+            endpoint_address=dict(type="str"),
+            internal_cidr=dict(type="str", default="10.80.0.0/16"),
+            include_private_keys=dict(type="bool", default=False),
+        ),
+        supports_check_mode=True,
+    )
+    if KUBERNETES_IMPORT_ERROR:
+        module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
+    p = module.params
+    if p["include_private_keys"] and not module.no_log:
+        module.fail_json(msg="include_private_keys: true requires no_log: true on the task (private keys)")
+    try:
+        kube = Kube(p["kubeconfig"], p["context"])
+        try:
+            plans, keys, changed = gateway_plans(kube, p["endpoint_address"], p["internal_cidr"], p["namespace"], p["name"],
+                                           p["kinds"], module.check_mode)
+        finally:
+            kube.close()
+    except KubeError as exc:
+        module.fail_json(msg=str(exc))
+    except ApiException as exc:
+        module.fail_json(msg="Kubernetes API error %s: %s" % (exc.status, exc.reason), exception=traceback.format_exc())
+    result = dict(changed=changed, gateways=plans)
+    if p["include_private_keys"]:
+        result["private_keys"] = keys
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,118 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, liqo.fabric developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: gateway_publish
+short_description: Publish a gateway's status and its Connection
+version_added: 0.1.0
+description:
+  - Writes the status of a C(GatewayServer)/C(GatewayClient) (endpoint, internalEndpoint, secretRef) and creates
+    or updates the C(Connection) of the gateway, with C(status.value) C(Connecting), C(Connected) or C(Error),
+    the latency measured by the probe and an C(Established) condition whose reason says why.
+  - The plan comes from M(liqo.fabric.gateway_plan), the probe result from M(liqo.fabric.tunnel_probe).
+author: liqo.fabric developers (@liqo-fabric)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+options:
+  kubeconfig:
+    description: Path of the cluster's kubeconfig; without it the in-cluster service account is used.
+    type: path
+  context:
+    description: Kubeconfig context.
+    type: str
+  plan:
+    description: One element of RV(liqo.fabric.gateway_plan#module:gateways).
+    type: dict
+    required: true
+  probe:
+    description: The result of M(liqo.fabric.tunnel_probe) for this gateway, if it was probed.
+    type: dict
+  manifests:
+    description:
+      - What to do with the Deployment/Service the gateway's template (C(serverTemplateRef)/C(clientTemplateRef))
+        renders to. V(dry_run) validates them with a server-side dry run (the agentless path, where the gateway
+        runs on the host itself), V(apply) applies them (server-side apply), V(skip) does nothing.
+    type: str
+    choices: [dry_run, apply, skip]
+    default: dry_run
+"""
+
+EXAMPLES = r"""
+- name: Publish status and Connection
+  liqo.fabric.gateway_publish:
+    kubeconfig: /etc/liqo/kubeconfig
+    plan: "{{ item }}"
+    probe: "{{ probes[item.name] | default(omit) }}"
+  loop: "{{ gateways.gateways }}"
+  delegate_to: localhost
+"""
+
+RETURN = r"""
+updated:
+  description: What was (or would be) written.
+  returned: always
+  type: list
+  elements: str
+connection:
+  description: Value and reason of the Connection.
+  returned: always
+  type: dict
+manifest_error:
+  description: Why the template's manifests could not be rendered or were rejected, else null.
+  returned: always
+  type: str
+"""
+
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import KUBERNETES_IMPORT_ERROR, ApiException, Kube, KubeError
+from ansible_collections.liqo.fabric.plugins.module_utils.gateway import connection_value
+from ansible_collections.liqo.fabric.plugins.module_utils.gateway_api import publish
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            kubeconfig=dict(type="path"),
+            context=dict(type="str"),
+            plan=dict(type="dict", required=True),
+            probe=dict(type="dict"),
+            manifests=dict(type="str", choices=["dry_run", "apply", "skip"], default="dry_run"),
+        ),
+        supports_check_mode=True,
+    )
+    if KUBERNETES_IMPORT_ERROR:
+        module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
+    p = module.params
+    try:
+        kube = Kube(p["kubeconfig"], p["context"])
+        try:
+            updated, manifest_error = publish(kube, p["plan"], p["probe"], module.check_mode, p["manifests"])
+        finally:
+            kube.close()
+    except KubeError as exc:
+        module.fail_json(msg=str(exc))
+    except ApiException as exc:
+        module.fail_json(msg="Kubernetes API error %s: %s" % (exc.status, exc.reason), exception=traceback.format_exc())
+    value, reason, message = connection_value(p["plan"], p["probe"])
+    result = dict(changed=bool(updated), updated=updated, manifest_error=manifest_error,
+                  connection={"value": value, "reason": reason, "message": message})
+    if manifest_error:
+        module.fail_json(msg="gateway manifests: %s" % manifest_error, **result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
