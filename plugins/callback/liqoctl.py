@@ -10,7 +10,8 @@ short_description: liqoctl-style progress lines for the fabric's playbooks
 version_added: 0.1.0
 description:
   - Prints only the progress lines of tasks named C(INFO ...) (for example
-    C(INFO   (local) Cluster identity correctly retrieved)), each once, when the task succeeded, and every
+    C(INFO   (local) Cluster identity correctly retrieved)), each once, when the task succeeded (a name made of
+    several C(INFO ...) parts joined by C( | ) prints one line per part), and every
     failure as an C(ERROR) line with its message; a playbook without such tasks ends with a one-line recap
     per host.
   - The text of C(debug) messages is printed as it is (the C(generate_*) playbooks print YAML that way).
@@ -43,11 +44,15 @@ class CallbackModule(DefaultCallback):
 
     @staticmethod
     def _progress(task):
-        name = task.get_name().strip()
-        for prefix in PREFIXES:
-            if name.startswith(prefix):
-                return "%-6s %s" % (prefix.strip(), name[len(prefix):].strip())
-        return None
+        """The progress lines of a task: its name, or each ' | '-separated part of it, that starts with
+        INFO/WARN (one module call can stand for several liqoctl steps)."""
+        lines = []
+        for part in task.get_name().split(" | "):
+            part = part.strip()
+            for prefix in PREFIXES:
+                if part.startswith(prefix):
+                    lines.append("%-6s %s" % (prefix.strip(), part[len(prefix):].strip()))
+        return "\n".join(lines) or None
 
     def _ok(self, result):
         if result._task.action in ("debug", "ansible.builtin.debug", "ansible.legacy.debug") \

@@ -37,28 +37,23 @@ def ensure_key_secret(kube, gateway, secret_name, check_mode=False):
     """Keys of the gateway, creating its key Secret once (private key generated here, written only to the
     Secret). Returns (public_key, private_key, created); the keys are None in check mode before creation."""
     ns = gateway["metadata"]["namespace"]
-    try:
-        secret = kube.core.read_namespaced_secret(secret_name, ns)
-        data = secret.data or {}
-        if "publicKey" in data and "privateKey" in data:
-            return (base64.b64decode(data["publicKey"]).decode(), base64.b64decode(data["privateKey"]).decode(),
-                    False)
-    except ApiException as exc:
-        if exc.status != 404:
-            raise
-        secret = None
+    secret = kube.get("Secret", ns, secret_name)
+    data = (secret or {}).get("data") or {}
+    if "publicKey" in data and "privateKey" in data:
+        return base64.b64decode(data["publicKey"]).decode(), base64.b64decode(data["privateKey"]).decode(), False
     if check_mode:
         return None, None, True
     private, public = generate_keypair()
-    body = {"metadata": {"name": secret_name, "namespace": ns, "ownerReferences": [_owner_ref(gateway)],
+    body = {"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": secret_name, "namespace": ns, "ownerReferences": [_owner_ref(gateway)],
                          "labels": {KEY_SECRET_LABEL: "true",
                                     REMOTE_CLUSTER_ID_LABEL: (gateway["metadata"].get("labels") or {}).get(
                                         REMOTE_CLUSTER_ID_LABEL, "")}},
             "type": "Opaque", "stringData": {"privateKey": private, "publicKey": public}}
     if secret is None:
-        kube.core.create_namespaced_secret(ns, body)
+        kube.create(body)
     else:  # a Secret without keys (e.g. created by hand, empty): fill it
-        kube.core.patch_namespaced_secret(secret_name, ns, {"stringData": body["stringData"]})
+        kube.patch("Secret", ns, secret_name, {"stringData": body["stringData"]})
     return public, private, True
 
 
@@ -144,7 +139,7 @@ def publish(kube, plan_, probe=None, check_mode=False, manifests="dry_run"):
             return changed, manifest_error
         conn["metadata"]["ownerReferences"] = [_owner_ref(gw)]
         status = conn.pop("status")
-        cur = kube.custom.create_namespaced_custom_object("networking.liqo.io", "v1beta1", ns, "connections", conn)
+        cur = kube.create(conn)
         cur["status"] = {}
         conn["status"] = status
     status = dict(cur.get("status") or {})
@@ -172,8 +167,4 @@ def publish(kube, plan_, probe=None, check_mode=False, manifests="dry_run"):
 
 
 def _api_message(exc):
-    try:
-        import json  # pylint: disable=import-outside-toplevel
-        return json.loads(exc.body).get("message") or exc.reason
-    except (ValueError, TypeError, AttributeError):
-        return exc.reason
+    return exc.message if hasattr(exc, "message") else exc.reason

@@ -7,19 +7,22 @@ conditions. Pure Python on top of the official `kubernetes` client (guarded impo
 from __future__ import annotations
 
 import datetime
-import json
 import os
-import traceback
 
-try:
-    from kubernetes import client as k8s_client
-    from kubernetes import config as k8s_config
-    from kubernetes.client.rest import ApiException
-    KUBERNETES_IMPORT_ERROR = None
-except ImportError:  # pragma: no cover - reported by the modules
-    k8s_client = k8s_config = None
-    ApiException = Exception
-    KUBERNETES_IMPORT_ERROR = traceback.format_exc()
+from ansible_collections.liqo.fabric.plugins.module_utils.kube_rest import ApiError, Connection, KubeConfigError
+
+# The modules need only kube_rest (standard library + PyYAML); the official client is optional.
+KUBERNETES_IMPORT_ERROR = None
+ApiException = ApiError  # one error type for callers, whichever client raised it
+k8s_client = k8s_config = None
+
+
+def _official():
+    global k8s_client, k8s_config  # pylint: disable=global-statement
+    if k8s_client is None:
+        from kubernetes import client as k8s_client  # pylint: disable=import-outside-toplevel,redefined-outer-name
+        from kubernetes import config as k8s_config  # pylint: disable=import-outside-toplevel,redefined-outer-name
+    return k8s_client, k8s_config
 
 GROUP = "networking.liqo.io"
 VERSION = "v1beta1"
@@ -45,8 +48,10 @@ class KubeError(Exception):
 
 
 def api_client(kubeconfig=None, context=None):
-    """ApiClient from a kubeconfig file, or the in-cluster service account when kubeconfig is None."""
-    if k8s_client is None:
+    """The official client's ApiClient from a kubeconfig file, or the in-cluster service account."""
+    try:
+        _official()
+    except ImportError:
         raise KubeError("the Python library 'kubernetes' is required")
     if kubeconfig:
         path = os.path.expanduser(kubeconfig)
@@ -63,76 +68,136 @@ def api_client(kubeconfig=None, context=None):
     return k8s_client.ApiClient()
 
 
-class Kube:
-    """Thin accessor for the fabric's CRs and the few core objects it reads."""
+# kind -> (API prefix, plural, namespaced)
+KINDS = {
+    "ConfigMap": ("/api/v1", "configmaps", True), "Secret": ("/api/v1", "secrets", True),
+    "Namespace": ("/api/v1", "namespaces", False), "Service": ("/api/v1", "services", True),
+    "Pod": ("/api/v1", "pods", True), "Node": ("/api/v1", "nodes", False), "Event": ("/api/v1", "events", True),
+    "ServiceAccount": ("/api/v1", "serviceaccounts", True),
+    "Deployment": ("/apis/apps/v1", "deployments", True), "DaemonSet": ("/apis/apps/v1", "daemonsets", True),
+    "Lease": ("/apis/coordination.k8s.io/v1", "leases", True),
+}
+KINDS.update({kind: ("/apis/%s/%s" % (GROUP, VERSION), plural, True) for kind, plural in PLURALS.items()})
 
-    def __init__(self, kubeconfig=None, context=None, api=None):
-        self.api = api or api_client(kubeconfig, context)
-        self.custom = k8s_client.CustomObjectsApi(self.api)
-        self.core = k8s_client.CoreV1Api(self.api)
+
+class Kube:
+    """The fabric's view of one cluster over the small REST client (kube_rest): the verbs the modules and
+    the controller need on the kinds they touch. `.core` / `.custom` give the official client's APIs for
+    callers that want them (imported only when used)."""
+
+    def __init__(self, kubeconfig=None, context=None):
+        self.kubeconfig, self.context = kubeconfig, context
+        try:
+            if kubeconfig:
+                path = os.path.expanduser(kubeconfig)
+                if not os.path.isfile(path):
+                    raise KubeError("kubeconfig: '%s' does not exist or is not a file" % kubeconfig)
+                self.conn = Connection.from_kubeconfig(path, context)
+            else:
+                self.conn = Connection.in_cluster()
+        except KubeConfigError as exc:
+            raise KubeError(str(exc))
+        self._official = None
 
     def close(self):
-        self.api.close()
+        self.conn.close()
+        if self._official is not None:
+            self._official.close()
 
-    # --- custom resources -----------------------------------------------------------------------
-    def list(self, kind, namespace=None, label_selector=None):
-        plural = PLURALS[kind]
-        if namespace:
-            out = self.custom.list_namespaced_custom_object(GROUP, VERSION, namespace, plural,
-                                                            label_selector=label_selector or "")
-        else:
-            out = self.custom.list_cluster_custom_object(GROUP, VERSION, plural, label_selector=label_selector or "")
-        return out.get("items", [])
+    # --- paths and verbs ------------------------------------------------------------------------
+    @staticmethod
+    def path(kind, namespace=None, name=None, subresource=None):
+        try:
+            prefix, plural, namespaced = KINDS[kind]
+        except KeyError:
+            raise KubeError("kind: '%s' is not one this client knows (%s)" % (kind, ", ".join(sorted(KINDS))))
+        out = prefix
+        if namespaced and namespace:
+            out += "/namespaces/" + namespace
+        out += "/" + plural
+        if name:
+            out += "/" + name
+        if subresource:
+            out += "/" + subresource
+        return out
+
+    def request(self, method, path, query=None, body=None, content_type="application/json"):
+        return self.conn.request(method, path, query, body, content_type)
 
     def get(self, kind, namespace, name):
+        """The object, or None when it does not exist."""
         try:
-            return self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURALS[kind], name)
-        except ApiException as exc:
+            return self.request("GET", self.path(kind, namespace, name))
+        except ApiError as exc:
             if exc.status == 404:
                 return None
             raise
 
-    def apply(self, obj, dry_run=False, field_manager="liqo-fabric"):
-        """Server-side apply of any namespaced object (one PATCH creates or updates it). Returns the
-        object the apiserver answered with; with dry_run the apiserver validates and persists nothing."""
-        api_version, kind = obj["apiVersion"], obj["kind"]
-        base = "/api/%s" % api_version if "/" not in api_version else "/apis/%s" % api_version
-        plural = CORE_PLURALS.get(kind) or PLURALS.get(kind) or kind.lower() + "s"
-        meta = obj["metadata"]
-        path = "%s/namespaces/%s/%s/%s" % (base, meta["namespace"], plural, meta["name"])
-        query = [("fieldManager", field_manager), ("force", "true")]
-        if dry_run:
-            query.append(("dryRun", "All"))
-        return self.request("PATCH", path, query, obj, content_type="application/apply-patch+yaml")
+    def list(self, kind, namespace=None, label_selector=None):
+        query = {"labelSelector": label_selector} if label_selector else None
+        items = self.request("GET", self.path(kind, namespace), query).get("items", [])
+        for item in items:
+            item.setdefault("kind", kind)
+        return items
 
-    def request(self, method, path, query=None, body=None, content_type="application/json"):
-        """A raw API call through the client's connection pool and auth; returns the decoded JSON body."""
-        method, url, headers, body, post = self.api.param_serialize(
-            method, path, query_params=query or [], body=body, auth_settings=["BearerToken"],
-            header_params={"Content-Type": content_type, "Accept": "application/json"})
-        resp = self.api.call_api(method, url, header_params=headers, body=body, post_params=post)
-        resp.read()
-        if not 200 <= resp.status < 300:
-            raise ApiException(http_resp=resp)
-        return json.loads(resp.data) if resp.data else None
+    def create(self, obj, dry_run=False):
+        meta = obj["metadata"]
+        return self.request("POST", self.path(obj["kind"], meta.get("namespace")), {"dryRun": "All"} if dry_run else None,
+                            obj)
+
+    def replace(self, obj):
+        """PUT guarded by obj's metadata.resourceVersion: ApiError 409 when someone wrote first."""
+        meta = obj["metadata"]
+        return self.request("PUT", self.path(obj["kind"], meta.get("namespace"), meta["name"]), body=obj)
 
     def replace_status(self, obj):
-        """Writes obj's status guarded by its metadata.resourceVersion (409 when someone wrote first)."""
         meta = obj["metadata"]
-        return self.custom.replace_namespaced_custom_object_status(
-            GROUP, VERSION, meta["namespace"], PLURALS[obj["kind"]], meta["name"], obj)
+        return self.request("PUT", self.path(obj["kind"], meta.get("namespace"), meta["name"], "status"), body=obj)
+
+    def patch(self, kind, namespace, name, patch, subresource=None):
+        return self.request("PATCH", self.path(kind, namespace, name, subresource), body=patch,
+                            content_type="application/merge-patch+json")
+
+    def delete(self, kind, namespace, name):
+        """True when something was deleted, False when it did not exist."""
+        try:
+            self.request("DELETE", self.path(kind, namespace, name))
+            return True
+        except ApiError as exc:
+            if exc.status == 404:
+                return False
+            raise
+
+    def apply(self, obj, dry_run=False, field_manager="liqo-fabric"):
+        """Server-side apply (one PATCH creates or updates); with dry_run nothing is persisted."""
+        meta = obj["metadata"]
+        path = self.path(obj["kind"], meta.get("namespace"), meta["name"]) if obj["kind"] in KINDS else None
+        if path is None:
+            raise KubeError("kind: '%s' cannot be applied by this client" % obj["kind"])
+        query = [("fieldManager", field_manager), ("force", "true")] + ([("dryRun", "All")] if dry_run else [])
+        return self.request("PATCH", path, query, obj, content_type="application/apply-patch+yaml")
 
     def cluster_id(self):
-        try:
-            cm = self.core.read_namespaced_config_map(CLUSTER_ID_CONFIGMAP, LIQO_NAMESPACE)
-        except ApiException as exc:
-            if exc.status == 404:
-                raise KubeError("cluster identity: ConfigMap %s/%s not found" % (LIQO_NAMESPACE, CLUSTER_ID_CONFIGMAP))
-            raise
-        cid = (cm.data or {}).get("CLUSTER_ID")
+        cm = self.get("ConfigMap", LIQO_NAMESPACE, CLUSTER_ID_CONFIGMAP)
+        if cm is None:
+            raise KubeError("cluster identity: ConfigMap %s/%s not found" % (LIQO_NAMESPACE, CLUSTER_ID_CONFIGMAP))
+        cid = (cm.get("data") or {}).get("CLUSTER_ID")
         if not cid:
             raise KubeError("cluster identity: ConfigMap %s/%s has no CLUSTER_ID" % (LIQO_NAMESPACE, CLUSTER_ID_CONFIGMAP))
         return cid
+
+    # --- the official client, for callers that want it ------------------------------------------
+    @property
+    def core(self):
+        if self._official is None:
+            self._official = api_client(self.kubeconfig, self.context)
+        return k8s_client.CoreV1Api(self._official)
+
+    @property
+    def custom(self):
+        if self._official is None:
+            self._official = api_client(self.kubeconfig, self.context)
+        return k8s_client.CustomObjectsApi(self._official)
 
 
 def now_rfc3339():

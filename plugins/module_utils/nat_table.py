@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, liqo.fabric developers
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """A dedicated nftables NAT table built from structured input and replaced atomically.
 
 Desired state (a dict, as the `liqo.fabric.nat_table` module and the controller pass it):
@@ -11,6 +11,7 @@ Desired state (a dict, as the `liqo.fabric.nat_table` module and the controller 
     snat:    [{saddr: CIDR, to: IP, daddr: CIDR, iifname, oifname}]
     bypass:  [{saddr: CIDR, daddr: CIDR, oifname}]
     mss:     [{oifname, iifname, size}]
+    tunnels: [{interface, mark, remote_original: CIDR, remote_remapped: CIDR, output: bool}]
 
 A remap is a 1:1 prefix translation, host bits preserved: packets to `remapped` (optionally arriving on
 `iifname`) get their destination rewritten into `original` (prerouting, dstnat); packets from
@@ -22,6 +23,15 @@ A bypass keeps the source of matching traffic unchanged in spite of a masquerade
 the CNI's): an `accept` only ends our own chain, the next NAT chain of the hook still runs, but once a
 NAT binding exists the kernel skips later NAT chains; so the bypass is an identity 1:1 SNAT of `saddr`
 onto itself, in a chain with a priority lower than srcnat.
+
+A tunnel is policy routing by mark for a remote cluster whose pod CIDR `remote_original` (O) may equal
+a local one: local pods reach it at `remote_remapped` (R). Packets to R (and replies of connections that
+came in through the tunnel, recognised by their ct mark) get the fwmark `mark` in a mangle chain, before
+the DNAT R -> O, so that an `ip rule fwmark M lookup T` (set up elsewhere) routes them into the tunnel
+instead of to the local pods of O; connections arriving from the tunnel get the ct mark and their source
+O rewritten into R (postrouting, `iifname` = the input interface of forwarded packets). With `output`,
+packets of the host itself get the same treatment in a `type route` chain, so the kernel re-routes them
+after the mark is set.
 
 Everything is validated before the kernel is touched. The canonical form (`Table`) is built both from
 the desired state and from the kernel's JSON listing, so idempotence is a structural comparison; the
@@ -43,15 +53,24 @@ TRANSLATE_CHOICES = ("both", "source", "destination")
 MSS_MIN, MSS_MAX = 536, 65495
 
 # chain name -> (type, hook, priority): dstnat - 10 / srcnat - 10 run before the usual NAT chains
-# (kube-proxy, CNI masquerade at dstnat / srcnat); mangle for the MSS clamp.
+# (kube-proxy, CNI masquerade at dstnat / srcnat); mangle for the MSS clamp and the tunnel marks (before
+# the DNAT, so the mark sees the destination the pod chose). The host's own packets: `type route` so the
+# kernel routes them again once the mark is set; nat output at dstnat - 10 like prerouting.
 CHAIN_PRE, CHAIN_POST, CHAIN_FWD = "prerouting", "postrouting", "forward"
+CHAIN_MANGLE_PRE, CHAIN_MANGLE_OUT, CHAIN_OUT = "mangle_prerouting", "mangle_output", "output"
 CHAIN_SPECS = {
     CHAIN_PRE: ("nat", "prerouting", -110),
     CHAIN_POST: ("nat", "postrouting", 90),
     CHAIN_FWD: ("filter", "forward", -150),
+    CHAIN_MANGLE_PRE: ("filter", "prerouting", -150),
+    CHAIN_MANGLE_OUT: ("route", "output", -150),
+    CHAIN_OUT: ("nat", "output", -110),
 }
-CHAIN_ORDER = (CHAIN_PRE, CHAIN_POST, CHAIN_FWD)
+CHAIN_ORDER = (CHAIN_MANGLE_PRE, CHAIN_PRE, CHAIN_MANGLE_OUT, CHAIN_OUT, CHAIN_POST, CHAIN_FWD)  # render order: packet path
 _PRIORITY_NAMES = {-150: "mangle", -100: "dstnat", 0: "filter", 100: "srcnat"}
+# nft accepts dstnat / srcnat only on these hooks (1.0.6: "invalid priority expression value in this context")
+_PRIORITY_HOOKS = {"dstnat": ("prerouting",), "srcnat": ("postrouting",)}
+MARK_MIN, MARK_MAX = 1, 0xFFFFFFFF
 
 _TABLE_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,62}$")
 _IFNAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,15}$")
@@ -74,6 +93,9 @@ class NatTableError(ValueError):
 #   ("nat", "snat"|"dnat", "addr", ip)        single address
 #   ("natmap", "snat"|"dnat", "saddr"|"daddr", version, ((key_net, data_net), ...))
 #   ("mss", "rt mtu" | int) ("verdict", "accept"|...) ("raw", json)
+#   ("iifname_ne", name) ("oifname_ne", name)  interface is not `name`
+#   ("ct_mark", int) ("ct_state", "new")       conntrack matches
+#   ("mark_set", "meta"|"ct", int)            meta mark set / ct mark set
 # Networks are canonical strings "addr/len" (len always present), addresses bare strings.
 
 
@@ -332,6 +354,11 @@ def build_table(spec: dict) -> Table:
         _check_overlaps(errors, [(k, where) for k, _v, where in items], "original CIDR", keys.__getitem__)
         post.extend(_remap_rules("snat", "saddr", "oifname", oif, ver, items, keys.__getitem__))
 
+    chains_extra: dict[str, list] = {}  # the tunnels' mangle and output chains
+    tunnel_pre, tunnel_post = _tunnel_rules(spec, family, errors, keys, chains_extra)
+    pre.extend(tunnel_pre)
+    post.extend(tunnel_post)
+
     for i, e in _entries(spec, "bypass", errors):
         w = f"bypass[{i}]"
         saddr = _check_net(errors, f"{w}.saddr", e.get("saddr"), family)
@@ -370,17 +397,110 @@ def build_table(spec: dict) -> Table:
         fwd.append(tuple(rule))
 
     for key in spec:
-        if key not in ("family", "name", "dnat", "snat", "remaps", "bypass", "mss"):
+        if key not in ("family", "name", "dnat", "snat", "remaps", "bypass", "mss", "tunnels"):
             errors.append(f"{key}: unknown field")
 
     if errors:
         raise NatTableError(errors)
     chains = []
-    for chain_name, rules in ((CHAIN_PRE, pre), (CHAIN_POST, post), (CHAIN_FWD, fwd)):
+    for chain_name in CHAIN_ORDER:
+        rules = {CHAIN_PRE: pre, CHAIN_POST: post, CHAIN_FWD: fwd}.get(chain_name) or chains_extra.get(chain_name)
         if rules:
             ctype, hook, prio = CHAIN_SPECS[chain_name]
             chains.append(Chain(chain_name, ctype, hook, prio, "accept", tuple(rules)))
     return Table(family, str(name), tuple(chains))
+
+
+def _check_mark(errors, where, value):
+    if value is None or value == "":
+        errors.append(f"{where}: is required")
+        return None
+    if isinstance(value, bool):
+        errors.append(f"{where}: {value!r} is not an integer")
+        return None
+    if isinstance(value, int):
+        mark = value
+    else:
+        try:
+            mark = int(str(value).strip(), 0)
+        except ValueError:
+            errors.append(f"{where}: {value!r} is not an integer")
+            return None
+    if not MARK_MIN <= mark <= MARK_MAX:
+        errors.append(f"{where}: {value!r} is outside {MARK_MIN}-{MARK_MAX:#x}")
+        return None
+    return mark
+
+
+def _tunnel_rules(spec, family, errors, keys, chains_extra) -> tuple[list, list]:
+    """Validates `tunnels` and returns (prerouting rules, postrouting rules); the rules of the mangle and
+    output chains go into `chains_extra` {chain name: [rules]}. Tunnels are sorted by interface: with
+    distinct interfaces and marks and non-overlapping remapped CIDRs they never match the same packet
+    (unless a wildcard interface covers another tunnel's), so their input order does not matter and
+    reordering the input causes no rewrite."""
+    tunnels = []
+    by_mark: dict[int, str] = {}
+    by_ifname: dict[str, str] = {}
+    remapped_seen = []
+    for i, e in _entries(spec, "tunnels", errors):
+        w = f"tunnels[{i}]"
+        if e.get("interface") in (None, ""):
+            errors.append(f"{w}.interface: is required")
+            iface = None
+        else:
+            iface = _check_ifname(errors, f"{w}.interface", e.get("interface"))
+        mark = _check_mark(errors, f"{w}.mark", e.get("mark"))
+        original = _check_net(errors, f"{w}.remote_original", e.get("remote_original"), family, keys=keys)
+        remapped = _check_net(errors, f"{w}.remote_remapped", e.get("remote_remapped"), family, keys=keys)
+        output = e.get("output", True)
+        if output is None:
+            output = True
+        if not isinstance(output, bool):
+            errors.append(f"{w}.output: {output!r} is not a boolean")
+        if iface is not None:
+            if iface in by_ifname:
+                errors.append(f"{w}.interface: {iface!r} is already the interface of {by_ifname[iface]}")
+            else:
+                by_ifname[iface] = w
+        if mark is not None:
+            if mark in by_mark:
+                errors.append(f"{w}.mark: {mark} ({mark:#x}) is already the mark of {by_mark[mark]}")
+            else:
+                by_mark[mark] = w
+        if not (original and remapped):
+            continue
+        (over, _onum, olen), (rver, _rnum, rlen) = keys[original], keys[remapped]
+        if over != rver:
+            errors.append(f"{w}: mixes IPv4 and IPv6 ({e.get('remote_original')!r}, {e.get('remote_remapped')!r})")
+            continue
+        if olen != rlen:
+            errors.append(f"{w}.remote_remapped: prefix length /{rlen} of {e.get('remote_remapped')!r} differs from /{olen} "
+                          f"of remote_original {e.get('remote_original')!r} (a 1:1 remap needs equal lengths)")
+            continue
+        remapped_seen.append((remapped, f"{w}.remote_remapped"))
+        if iface is not None and mark is not None and isinstance(output, bool):
+            tunnels.append((iface, mark, original, remapped, output))
+    _check_overlaps(errors, remapped_seen, "remote_remapped CIDR", keys.__getitem__)
+
+    pre, post = [], []
+    mangle_pre = chains_extra.setdefault(CHAIN_MANGLE_PRE, [])
+    mangle_out = chains_extra.setdefault(CHAIN_MANGLE_OUT, [])
+    out = chains_extra.setdefault(CHAIN_OUT, [])
+    for iface, mark, original, remapped, output in sorted(tunnels):
+        mangle_pre += [
+            (("iifname_ne", iface), ("daddr", remapped), ("mark_set", "meta", mark)),
+            (("iifname_ne", iface), ("ct_mark", mark), ("mark_set", "meta", mark)),
+            (("iifname", iface), ("ct_state", "new"), ("mark_set", "ct", mark)),
+        ]
+        if output:
+            mangle_out += [(("daddr", remapped), ("mark_set", "meta", mark)),
+                           (("ct_mark", mark), ("mark_set", "meta", mark))]
+        if original != remapped:
+            pre.append((("iifname_ne", iface), ("daddr", remapped), ("nat", "dnat", "prefix", original)))
+            post.append((("iifname", iface), ("saddr", original), ("nat", "snat", "prefix", remapped)))
+            if output:
+                out.append((("daddr", remapped), ("nat", "dnat", "prefix", original)))
+    return pre, post
 
 
 def _remap_rules(kind, match, ifkey, ifname, ver, items, keyf) -> list:
@@ -413,8 +533,12 @@ def _term(expr):
         m = expr["match"]
         left, right, op = m.get("left"), m.get("right"), m.get("op")
         if isinstance(left, dict) and "meta" in left and left["meta"].get("key") in ("iifname", "oifname") \
-                and op == "==" and isinstance(right, str):
-            return (left["meta"]["key"], right)
+                and op in ("==", "!=") and isinstance(right, str):
+            return (left["meta"]["key"] + ("_ne" if op == "!=" else ""), right)
+        if left == {"ct": {"key": "mark"}} and op == "==" and _is_int(right):
+            return ("ct_mark", right)
+        if left == {"ct": {"key": "state"}} and op in ("in", "==") and right in ("new", ["new"]):
+            return ("ct_state", "new")
         for fname in ("saddr", "daddr"):
             if _is_payload(left, fname) and op == "==":
                 net = _json_net(right)
@@ -464,13 +588,20 @@ def _term(expr):
             val = mg.get("value")
             if val == {"rt": {"key": "mtu"}}:
                 return ("mss", "rt mtu")
-            if isinstance(val, int) and not isinstance(val, bool):
+            if _is_int(val):
                 return ("mss", val)
+        for where in ("meta", "ct"):
+            if mg.get("key") == {where: {"key": "mark"}} and _is_int(mg.get("value")):
+                return ("mark_set", where, mg["value"])
         return None
     for verdict in ("accept", "drop", "return", "continue"):
         if verdict in expr and expr[verdict] is None:
             return ("verdict", verdict)
     return None
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
 
 
 def _as_list(v):
@@ -541,6 +672,14 @@ def render_term(term, indent="\t\t") -> str:
     kind = term[0]
     if kind in ("iifname", "oifname"):
         return f'{kind} "{term[1]}"'
+    if kind in ("iifname_ne", "oifname_ne"):
+        return f'{kind[:-3]} != "{term[1]}"'
+    if kind == "ct_mark":
+        return f"ct mark {term[1]:#010x}"
+    if kind == "ct_state":
+        return f"ct state {term[1]}"
+    if kind == "mark_set":
+        return f"{term[1]} mark set {term[2]:#010x}"
     if kind in ("saddr", "daddr"):
         return f"{_ip(_version(term[1]))} {kind} {_fmt_match_net(term[1])}"
     if kind == "tcp_syn":
@@ -565,11 +704,13 @@ def render_rule(rule, indent="\t\t") -> str:
     return " ".join(render_term(t, indent) for t in rule)
 
 
-def _fmt_priority(prio) -> str:
+def _fmt_priority(prio, hook=None) -> str:
     if not isinstance(prio, int):
         return str(prio)
     for base, label in sorted(_PRIORITY_NAMES.items(), key=lambda kv: abs(prio - kv[0])):
         off = prio - base
+        if label in _PRIORITY_HOOKS and hook not in _PRIORITY_HOOKS[label]:
+            continue
         if abs(off) <= 20:
             return label if off == 0 else f"{label} {'+' if off > 0 else '-'} {abs(off)}"
     return str(prio)
@@ -585,7 +726,7 @@ def render(table: Table | None) -> str:
             lines.append("")
         lines.append(f"\tchain {c.name} {{")
         if c.hook:
-            lines.append(f"\t\ttype {c.type} hook {c.hook} priority {_fmt_priority(c.priority)}; policy {c.policy};")
+            lines.append(f"\t\ttype {c.type} hook {c.hook} priority {_fmt_priority(c.priority, c.hook)}; policy {c.policy};")
         lines.extend(f"\t\t{render_rule(r)}" for r in c.rules)
         lines.append("\t}")
     lines.extend(f"\t# unparsed object: {x}" for x in table.extras)

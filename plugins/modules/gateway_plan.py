@@ -116,9 +116,9 @@ private_keys:
 
 import traceback
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import KUBERNETES_IMPORT_ERROR, ApiException, Kube, KubeError
+from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import ApiException, Kube, KubeError
 from ansible_collections.liqo.fabric.plugins.module_utils.gateway_api import gateway_plans
 
 
@@ -137,8 +137,6 @@ def main():
         ),
         supports_check_mode=True,
     )
-    if KUBERNETES_IMPORT_ERROR:
-        module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
     p = module.params
     if p["include_private_keys"] and not module.no_log:
         module.fail_json(msg="include_private_keys: true requires no_log: true on the task (private keys)")
@@ -152,7 +150,7 @@ def main():
     except KubeError as exc:
         module.fail_json(msg=str(exc))
     except ApiException as exc:
-        module.fail_json(msg="Kubernetes API error %s: %s" % (exc.status, exc.reason), exception=traceback.format_exc())
+        module.fail_json(msg="Kubernetes API error: %s" % exc, exception=traceback.format_exc())
     result = dict(changed=changed, gateways=plans)
     if p["include_private_keys"]:
         result["private_keys"] = keys

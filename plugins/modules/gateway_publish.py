@@ -75,9 +75,9 @@ manifest_error:
 
 import traceback
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import KUBERNETES_IMPORT_ERROR, ApiException, Kube, KubeError
+from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import ApiException, Kube, KubeError
 from ansible_collections.liqo.fabric.plugins.module_utils.gateway import connection_value
 from ansible_collections.liqo.fabric.plugins.module_utils.gateway_api import publish
 
@@ -93,8 +93,6 @@ def main():
         ),
         supports_check_mode=True,
     )
-    if KUBERNETES_IMPORT_ERROR:
-        module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
     p = module.params
     try:
         kube = Kube(p["kubeconfig"], p["context"])
@@ -105,7 +103,7 @@ def main():
     except KubeError as exc:
         module.fail_json(msg=str(exc))
     except ApiException as exc:
-        module.fail_json(msg="Kubernetes API error %s: %s" % (exc.status, exc.reason), exception=traceback.format_exc())
+        module.fail_json(msg="Kubernetes API error: %s" % exc, exception=traceback.format_exc())
     value, reason, message = connection_value(p["plan"], p["probe"])
     result = dict(changed=bool(updated), updated=updated, manifest_error=manifest_error,
                   connection={"value": value, "reason": reason, "message": message})

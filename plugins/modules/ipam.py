@@ -41,26 +41,24 @@ options:
     description: Only reconcile the Configurations of this namespace (default all namespaces).
     type: str
   pod_cidrs:
-    description: The local cluster's pod CIDR(s).
+    description:
+      - The local cluster's pod CIDR(s). This and the next four options default to the values in ConfigMap
+        C(liqo/liqo-fabric-network) (written by C(liqo.fabric.install)).
     type: list
     elements: str
-    required: true
   service_cidr:
     description: The local cluster's service CIDR.
     type: str
   external_cidr:
-    description: The local external CIDR.
+    description: The local external CIDR (C(10.70.0.0/16) when neither given nor configured).
     type: str
-    default: 10.70.0.0/16
   internal_cidr:
-    description: The local internal CIDR (overlay and gateway addresses).
+    description: The local internal CIDR, for overlay and gateway addresses (C(10.80.0.0/16) when neither given nor configured).
     type: str
-    default: 10.80.0.0/16
   reserved:
     description: Subnets that must never be handed out (e.g. the node network).
     type: list
     elements: str
-    default: []
   pools:
     description: Address pools remapped CIDRs are taken from, in order of preference.
     type: list
@@ -113,16 +111,12 @@ conflict_retries:
 
 import traceback
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import KUBERNETES_IMPORT_ERROR, Kube, KubeError
+from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import ApiException, Kube, KubeError
 from ansible_collections.liqo.fabric.plugins.module_utils.ipam import IpamError
-from ansible_collections.liqo.fabric.plugins.module_utils.ipam_store import reconcile
+from ansible_collections.liqo.fabric.plugins.module_utils.ipam_store import local_config, reconcile
 
-try:
-    from kubernetes.client.rest import ApiException
-except ImportError:
-    ApiException = Exception
 
 
 def main():
@@ -131,33 +125,31 @@ def main():
             kubeconfig=dict(type="path"),
             context=dict(type="str"),
             namespace=dict(type="str"),
-            pod_cidrs=dict(type="list", elements="str", required=True),
+            pod_cidrs=dict(type="list", elements="str"),
             service_cidr=dict(type="str"),
-            external_cidr=dict(type="str", default="10.70.0.0/16"),
-            internal_cidr=dict(type="str", default="10.80.0.0/16"),
-            reserved=dict(type="list", elements="str", default=[]),
+            external_cidr=dict(type="str"),
+            internal_cidr=dict(type="str"),
+            reserved=dict(type="list", elements="str"),
             pools=dict(type="list", elements="str", default=["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"]),
             fail_on_allocation_error=dict(type="bool", default=True),
         ),
         supports_check_mode=True,
     )
-    if KUBERNETES_IMPORT_ERROR:
-        module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
     p = module.params
-    if not p["pod_cidrs"]:
+    if p["pod_cidrs"] is not None and not p["pod_cidrs"]:
         module.fail_json(msg="pod_cidrs: at least one local pod CIDR is required (got an empty list)")
-    local = dict(pod_cidrs=p["pod_cidrs"], service_cidr=p["service_cidr"], external_cidr=p["external_cidr"],
-                 internal_cidr=p["internal_cidr"], reserved=p["reserved"], pools=p["pools"])
+    given = dict((k, p[k]) for k in ("pod_cidrs", "service_cidr", "external_cidr", "internal_cidr", "reserved", "pools"))
     try:
         kube = Kube(p["kubeconfig"], p["context"])
         try:
+            local = local_config(kube, given)
             res = reconcile(kube, local, namespace=p["namespace"], check_mode=module.check_mode)
         finally:
             kube.close()
     except (IpamError, KubeError) as exc:
         module.fail_json(msg=str(exc))
     except ApiException as exc:
-        module.fail_json(msg="Kubernetes API error %s: %s" % (exc.status, exc.reason), exception=traceback.format_exc())
+        module.fail_json(msg="Kubernetes API error: %s" % exc, exception=traceback.format_exc())
     out = res.as_dict()
     if module._diff:
         out["diff"] = {"before": {"allocations": (res.ledger_before or {}).get("allocations", [])},

@@ -1,0 +1,94 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, liqo.fabric developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: cluster_info
+short_description: Read a cluster's identity and fabric network configuration
+version_added: 0.1.0
+description:
+  - Returns the cluster id (ConfigMap C(liqo/liqo-clusterid-configmap), key C(CLUSTER_ID)) and the network
+    configuration C(liqo.fabric.install) wrote (ConfigMap C(liqo/liqo-fabric-network)) in one call.
+  - Fails with a message naming what is missing.
+author: liqo.fabric developers (@liqo-fabric)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+options:
+  kubeconfig:
+    description: Path of the cluster's kubeconfig; without it the in-cluster service account is used.
+    type: path
+  context:
+    description: Kubeconfig context.
+    type: str
+  require_network:
+    description: Fail when the network configuration is missing.
+    type: bool
+    default: true
+"""
+
+EXAMPLES = r"""
+- name: Who is the remote cluster
+  liqo.fabric.cluster_info:
+    kubeconfig: /etc/liqo/remote.kubeconfig
+  register: remote
+"""
+
+RETURN = r"""
+cluster_id:
+  description: The cluster id.
+  returned: success
+  type: str
+network:
+  description: podCIDR, serviceCIDR, externalCIDR, internalCIDR and reserved (comma separated), as configured.
+  returned: success
+  type: dict
+"""
+
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import LIQO_NAMESPACE, ApiException, Kube, KubeError
+
+NETWORK_CONFIGMAP = "liqo-fabric-network"
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            kubeconfig=dict(type="path"),
+            context=dict(type="str"),
+            require_network=dict(type="bool", default=True),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    try:
+        kube = Kube(p["kubeconfig"], p["context"])
+        try:
+            cluster_id = kube.cluster_id()
+            cm = kube.get("ConfigMap", LIQO_NAMESPACE, NETWORK_CONFIGMAP)
+        finally:
+            kube.close()
+    except KubeError as exc:
+        module.fail_json(msg="%s (kubeconfig %s)" % (exc, p["kubeconfig"]))
+    except ApiException as exc:
+        module.fail_json(msg="Kubernetes API error: %s" % exc, exception=traceback.format_exc())
+    network = (cm or {}).get("data") or {}
+    if p["require_network"] and not network.get("podCIDR"):
+        module.fail_json(msg="network configuration: ConfigMap %s/%s is missing or has no podCIDR in the cluster of "
+                             "kubeconfig %s (run liqo.fabric.install)" % (LIQO_NAMESPACE, NETWORK_CONFIGMAP, p["kubeconfig"]))
+    module.exit_json(changed=False, cluster_id=cluster_id, network=network)
+
+
+if __name__ == "__main__":
+    main()

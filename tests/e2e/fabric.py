@@ -1,0 +1,131 @@
+"""Helpers for e2e tests of the fabric on lab clusters: run the collection's playbooks, read CRs, probe
+traffic between lab pods with a real TCP server that reports the peer address it saw."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import yaml
+
+from tests.ansible_run import ansible_env
+from tests.conftest import ROOT
+from tests.lab import netns
+
+PLAYBOOKS = os.path.join(ROOT, "playbooks")
+ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
+
+
+def playbook(name: str, inventory: str | None = None, check: bool = True, json_output: bool = False,
+             timeout: float = 300, **extra) -> subprocess.CompletedProcess:
+    """Runs playbooks/<name>.yml with extra vars; returns the process (stdout, stderr)."""
+    argv = [ANSIBLE_PLAYBOOK, os.path.join(PLAYBOOKS, name + ".yml"), "-e", json.dumps(extra)]
+    if inventory:
+        argv[1:1] = ["-i", inventory]
+    env = ansible_env({"ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json"} if json_output else {})
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=timeout, check=False)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{name} failed ({proc.returncode}):\n{proc.stdout[-6000:]}\n{proc.stderr[-3000:]}")
+    return proc
+
+
+def changed_tasks(proc: subprocess.CompletedProcess) -> list[str]:
+    """Names of tasks that reported a change, from a json-callback run."""
+    data = json.loads(proc.stdout)
+    out = []
+    for play in data["plays"]:
+        for task in play["tasks"]:
+            for host, res in task["hosts"].items():
+                if res.get("changed"):
+                    out.append(f"{task['task']['name']} [{host}]")
+    return out
+
+
+def install(cluster) -> None:
+    playbook("install", kubeconfig=cluster.kubeconfig, pod_cidr=cluster.pod_cidr, service_cidr=cluster.service_cidr,
+             reserved=[cluster.underlay_cidr])
+
+
+def kubectl(cluster, *args: str, input: str | None = None, check: bool = True) -> str:
+    proc = subprocess.run(["kubectl", "--kubeconfig", cluster.kubeconfig, *args], capture_output=True, text=True,
+                          input=input, check=False)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"kubectl {' '.join(args)}: {proc.stderr}")
+    return proc.stdout
+
+
+def get(cluster, kind: str, namespace: str | None = None) -> list[dict]:
+    args = ["get", f"{kind}.networking.liqo.io", "-o", "json"]
+    args += ["-n", namespace] if namespace else ["-A"]
+    return json.loads(kubectl(cluster, *args))["items"]
+
+
+def apply_yaml(cluster, text: str) -> None:
+    kubectl(cluster, "apply", "-f", "-", input=text)
+
+
+SERVER = r"""
+import socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", int(sys.argv[1]))); s.listen(16); print("ready", flush=True)
+while True:
+    c, addr = s.accept()
+    c.sendall(addr[0].encode()); c.close()
+"""
+
+CLIENT = r"""
+import socket, sys
+c = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3)
+print(c.recv(64).decode()); c.close()
+"""
+
+
+class PeerServer:
+    """A TCP server in a pod netns answering every connection with the source address it saw."""
+
+    def __init__(self, pod_netns: str, port: int = 7000):
+        self.netns, self.port = pod_netns, port
+        self.proc = netns.popen_in(pod_netns, [sys.executable, "-c", SERVER, str(port)],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert self.proc.stdout.readline().strip() == "ready"
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=5)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def seen_source(client_netns: str, address: str, port: int = 7000) -> str:
+    """The source address the PeerServer at address:port saw for a connection from client_netns."""
+    proc = netns.exec_in(client_netns, [sys.executable, "-c", CLIENT, address, str(port)], check=False, timeout=10)
+    if proc.returncode != 0:
+        raise AssertionError(f"TCP {client_netns} -> {address}:{port} failed: {proc.stderr.strip()}")
+    return proc.stdout.strip()
+
+
+def translate(address: str, from_cidr: str, to_cidr: str) -> str:
+    import ipaddress  # pylint: disable=import-outside-toplevel
+    src, dst = ipaddress.ip_network(from_cidr), ipaddress.ip_network(to_cidr)
+    host = int(ipaddress.ip_address(address)) - int(src.network_address)
+    return str(ipaddress.ip_address(int(dst.network_address) + host))
+
+
+def wait_for(predicate, timeout: float = 30, interval: float = 0.5, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def dump(obj) -> str:
+    return yaml.safe_dump(obj)
