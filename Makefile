@@ -19,9 +19,11 @@ setup: sysdeps venv collection kube
 sysdeps:
 	@bash hack/install-system-deps.sh
 
-$(VENV)/.stamp: requirements.txt requirements-test.txt
+$(VENV)/.stamp: requirements.txt requirements-test.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@$(PY) -m pip install -q --disable-pip-version-check -r requirements-test.txt
+	@$(PY) -m pip install -q --disable-pip-version-check --no-deps -e .
+	@rm -rf *.egg-info
 	@touch $@
 
 venv: $(VENV)/.stamp

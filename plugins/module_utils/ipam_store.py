@@ -86,7 +86,8 @@ def _read_ledger(kube):
 
 
 def _write_ledger(kube, text, resource_version):
-    body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": LEDGER_NAME, "namespace": LEDGER_NAMESPACE,
+    body = {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": LEDGER_NAME, "namespace": LEDGER_NAMESPACE,
                          "labels": {"app.kubernetes.io/managed-by": "liqo.fabric"}},
             "data": {LEDGER_KEY: text}}
     if resource_version is None:

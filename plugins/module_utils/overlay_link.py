@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, liqo.fabric developers
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Overlay link between a node and its gateway: Geneve where the kernel has it, else VXLAN in unicast
 mode with static flooding entries (`00:00:00:00:00:00 dst <remote>` in the FDB, learning off).
 
@@ -320,4 +320,52 @@ def sync_overlay_link(params: dict, state: str = "present", check: bool = False,
                 raise OverlayError(f"{name}: kernel refused: {e}") from e
         found = ipr.link_lookup(ifname=name)
         result["ifindex"] = found[0] if found else None
+    return result
+
+
+def sync_overlay_links(links: List[dict], owned_prefixes: List[str], check: bool = False,
+                       netns: Optional[str] = None) -> dict:
+    """A whole set of links in one call: each of `links` (overlay_link parameters) made present, and every
+    other link whose name starts with one of `owned_prefixes` deleted (a removed node's link goes too).
+    Everything is validated before anything changes."""
+    if IPRoute is None:
+        raise OverlayError("pyroute2 is required")
+    wanted = []
+    for i, params in enumerate(links):
+        try:
+            wanted.append(normalize(params))
+        except ValidationError as e:
+            raise ValidationError(f"links[{i}].{e}") from e
+    names = [w.name for w in wanted]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ValidationError(f"links: duplicate names {', '.join(dupes)}")
+    for i, prefix in enumerate(owned_prefixes):
+        if not prefix:
+            raise ValidationError(f"owned_prefixes[{i}]: must not be empty (it would own every link)")
+    kw = {"netns": netns, "flags": 0} if netns else {}
+    result = {"changed": False, "actions": [], "created": [], "updated": [], "deleted": [], "warnings": []}
+    with IPRoute(**kw) as ipr:
+        existing = [l.get_attr("IFLA_IFNAME") for l in ipr.get_links()]
+        for want in wanted:
+            want, _supported = resolve_type(want, ipr)
+            result.setdefault("type", want.type)
+            current = read_link(ipr, want.name)
+            actions = plan(want, current, "present")
+            if not actions:
+                continue
+            result["actions"] += describe(actions, want.name)
+            result["created" if current is None else "updated"].append(want.name)
+            if not check:
+                try:
+                    apply(ipr, want.name, want, actions)
+                except NetlinkError as e:
+                    raise OverlayError(f"{want.name}: kernel refused: {e}") from e
+        for name in sorted(existing):
+            if name not in names and any(name.startswith(p) for p in owned_prefixes):
+                result["actions"] += describe([("delete",)], name)
+                result["deleted"].append(name)
+                if not check:
+                    apply(ipr, name, None, [("delete",)])
+    result["changed"] = bool(result["actions"])
     return result

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, liqo.fabric developers
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Policy routing of the fabric: the exact routes of one routing table and the ip rules that use it.
 
 Pure Python over a raw rtnetlink socket. The whole desired state is applied in one exchange: one dump

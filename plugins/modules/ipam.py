@@ -118,7 +118,6 @@ from ansible_collections.liqo.fabric.plugins.module_utils.ipam import IpamError
 from ansible_collections.liqo.fabric.plugins.module_utils.ipam_store import local_config, reconcile
 
 
-
 def main():
     module = AnsibleModule(
         argument_spec=dict(

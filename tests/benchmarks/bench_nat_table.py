@@ -8,6 +8,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 N = 10_000
+N_TUNNELS = 100
 RUNS = 5
 
 
@@ -19,6 +20,12 @@ def remaps(n, shift=0):
         out.append({"original": f"10.{i >> 8}.{i & 255}.0/24", "remapped": f"100.{64 + (j >> 8)}.{j & 255}.0/24",
                     "iifname": "wg0", "oifname": "wg0"})
     return out
+
+
+def tunnels(n):
+    """n tunnels wg0..: every remote cluster uses 10.243.0.0/16, each reached at its own 10.x.0.0/16 inside 10.128.0.0/9."""
+    return [{"interface": f"wg{i}", "mark": 0x4b00 + i, "remote_original": "10.243.0.0/16",
+             "remote_remapped": f"10.{128 + i}.0.0/16"} for i in range(n)]
 
 
 def _median(fn, runs=RUNS):
@@ -76,6 +83,22 @@ def inner():
     with Nft() as nft:
         nft.run(nt.delete_commands("ip", "lfab_bench_nat"))
 
+    # tunnels: one per peered cluster (8 rules each); 100 peers, all with the same overlapping pod CIDR
+    spec_t = {"name": "lfab_bench_nat", "remaps": remaps(N), "tunnels": tunnels(N_TUNNELS)}
+    with Nft() as nft:
+        t_tun_build, table_t = _median(lambda: nt.build_table(spec_t))
+
+        def from_scratch():
+            nft.run(nt.delete_commands("ip", "lfab_bench_nat"))  # the table exists: left by the previous step
+            res = nt.ensure(spec_t, nft=nft)
+            assert res["changed"]
+        nt.ensure(spec_a, nft=nft)
+        t_tun_apply, _result = _median(from_scratch)
+        t_tun_idem, res = _median(lambda: nt.ensure(spec_t, nft=nft))
+        assert res["changed"] is False, "idempotent rerun with tunnels must not change anything"
+        nft.run(nt.delete_commands("ip", "lfab_bench_nat"))
+    t_plain_idem = t_idem
+
     print(f"  {N} remaps (both directions) = 2 map rules, {2 * N} map elements, buffer {len(buffer) // 1024} KiB; "
           f"median of {RUNS}", flush=True)
     figure("validate + build canonical table (10k remaps)", t_build, "s")
@@ -90,6 +113,11 @@ def inner():
     figure("one rule per remap (20k rules): libnftables transaction", t_rules_txn, "s")
     figure("one rule per remap (20k rules): raw nft -f", t_nft_f_rules, "s")
     ratio("maps / one rule per remap (libnftables transaction)", t_txn, t_rules_txn)
+    print(f"  + {N_TUNNELS} tunnels ({table_t.rule_count - 2} tunnel rules) on top of the {N} remaps", flush=True)
+    figure("validate + build canonical table (10k remaps + tunnels)", t_tun_build, "s")
+    figure("delete + reconcile from scratch (10k remaps + tunnels)", t_tun_apply, "s")
+    figure("idempotent rerun (10k remaps + tunnels, 0 writes)", t_tun_idem, "s")
+    ratio("idempotent rerun: with tunnels / remaps only", t_tun_idem, t_plain_idem)
 
 
 def run():

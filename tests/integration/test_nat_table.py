@@ -236,3 +236,140 @@ def test_nft_command_backend_and_cross_backend_idempotence(veth_pair):
     res = run_module(MODULE, dict(args, backend="libnftables"), netns=a)
     assert res["changed"] is False and res["backend"] == "libnftables"
     assert run_module(MODULE, args, netns=a)["changed"] is False
+
+
+# ------------------------------------------------------------------------------------------- tunnels
+# Two clusters with the SAME pod CIDR 10.243.0.0/16, joined by a veth "tunnel" standing in for WireGuard:
+#
+#   podA 10.243.0.2 -- cni0 10.243.0.1 [gwA] tun0 169.254.18.1 ==== 169.254.18.2 tun0 [gwB] cni0 10.243.0.1 -- podB 10.243.0.9
+#
+# A reaches B's pods as 10.71.0.0/16, B reaches A's as 10.72.0.0/16. After the DNAT 10.71.x -> 10.243.x the
+# main table of gwA would deliver to its own pods: the mark (policy routing table 18952) sends it into tun0.
+TUN_TABLE = 18952
+TUNNEL_SIDES = {  # gateway -> (mark, remote remapped CIDR, peer's tunnel address, own tunnel address)
+    "a": (0x12, "10.71.0.0/16", "169.254.18.2", "169.254.18.1"),
+    "b": (0x13, "10.72.0.0/16", "169.254.18.1", "169.254.18.2"),
+}
+
+
+def tunnel_args(side):
+    mark, remapped, _peer, _me = TUNNEL_SIDES[side]
+    return {"tunnels": [{"interface": "tun0", "mark": mark, "remote_original": "10.243.0.0/16", "remote_remapped": remapped}]}
+
+
+@pytest.fixture
+def tunnel_clusters(netns_factory):
+    pod_a, gw_a, gw_b, pod_b = netns_factory("pa", "gwa", "gwb", "pb")
+    netns.ip_batch([f"link add eth0 netns {pod_a} type veth peer name cni0 netns {gw_a}",
+                    f"link add tun0 netns {gw_a} type veth peer name tun0 netns {gw_b}",
+                    f"link add eth0 netns {pod_b} type veth peer name cni0 netns {gw_b}"])
+    for pod, addr in ((pod_a, "10.243.0.2/24"), (pod_b, "10.243.0.9/24")):
+        netns.ip_batch([f"addr add {addr} dev eth0", "link set eth0 up", "route add default via 10.243.0.1"], netns=pod)
+    for gw, side in ((gw_a, "a"), (gw_b, "b")):
+        mark, remapped, peer, me = TUNNEL_SIDES[side]
+        # Both gateways own 10.243.0.1 (the host-output case below sources from it), so on the receiving side
+        # (1) a packet from the tunnel with source 10.243.0.1 has a local source: accepted only with accept_local
+        # (its SNAT to 10.72.0.1 happens in postrouting, after the routing decision); (2) the reply, de-SNATed
+        # to 10.243.0.1, would be delivered locally by the `local` rule (pref 0) before the fwmark rule is
+        # consulted: the fwmark rule goes before `local`. Pod-to-pod traffic needs neither.
+        netns.sysctl_in(gw, {"net.ipv4.ip_forward": "1", "net.ipv4.conf.all.rp_filter": "2", "net.ipv4.conf.tun0.accept_local": "1"})
+        netns.ip_batch(["addr add 10.243.0.1/24 dev cni0", "link set cni0 up", f"addr add {me}/30 dev tun0", "link set tun0 up",
+                        # what the role does with route_rule / route_table (a veth needs a gateway for ARP; WireGuard would not)
+                        f"rule add pref 50 fwmark {mark} lookup {TUN_TABLE}", "rule add pref 100 lookup local", "rule del pref 0 lookup local",
+                        f"route add default via {peer} dev tun0 table {TUN_TABLE}",
+                        # the host's own sockets need some route for the remapped CIDR before the mark is set
+                        f"route add {remapped} via {peer} dev tun0"], netns=gw)
+    return pod_a, gw_a, gw_b, pod_b
+
+
+def ping(ns, dst, *extra):
+    proc = netns.exec_in(ns, ["ping", "-n", "-c", "1", "-W", "2", *extra, dst], check=False)
+    return proc.returncode == 0 and f"from {dst}" in proc.stdout
+
+
+def tx_packets(ns, ifname):
+    return json.loads(netns.exec_in(ns, ["ip", "-s", "-j", "link", "show", ifname]).stdout)[0]["stats64"]["tx"]["packets"]
+
+
+def test_tunnel_between_clusters_with_overlapping_pod_cidrs(tunnel_clusters, servers):
+    pod_a, gw_a, gw_b, pod_b = tunnel_clusters
+    netns.exec_in(gw_a, ["nft", "-f", "-"], input=OTHER_TABLE)
+    for ns in (pod_a, pod_b, gw_a):
+        start_server(ns, servers)
+    assert ask(pod_a, "10.71.0.9", "10.243.0.2", timeout=1)[0].startswith("ERROR"), "no path before the tables exist"
+
+    # check mode predicts the rules and writes nothing
+    res = run_module(MODULE, tunnel_args("a"), netns=gw_a, check=True, diff=True)
+    assert res["changed"] is True and not res.get("failed"), res.get("msg")
+    for line in ('iifname != "tun0" ip daddr 10.71.0.0/16 meta mark set 0x00000012',
+                 'iifname != "tun0" ct mark 0x00000012 meta mark set 0x00000012',
+                 'iifname "tun0" ct state new ct mark set 0x00000012',
+                 'iifname != "tun0" ip daddr 10.71.0.0/16 dnat ip prefix to 10.243.0.0/16',
+                 'iifname "tun0" ip saddr 10.243.0.0/16 snat ip prefix to 10.71.0.0/16',
+                 "type route hook output priority mangle;"):
+        assert f"\t\t{line}" in res["diff"]["after"], line
+    assert ("ip", "liqo_fabric_nat") not in tables(gw_a)
+
+    for ns, side in ((gw_a, "a"), (gw_b, "b")):
+        res = run_module(MODULE, tunnel_args(side), netns=ns)
+        assert res["changed"] is True and not res.get("failed"), res.get("msg")
+        assert res["rules"] == 8
+
+    # pod A -> pod B at its remapped address: B sees A's pod with its host bits, remapped
+    assert ask(pod_a, "10.71.0.9", "10.243.0.2")[0] == "10.72.0.2"
+    assert ping(pod_a, "10.71.0.9")
+    # pod B -> pod A
+    assert ask(pod_b, "10.72.0.2", "10.243.0.9")[0] == "10.71.0.9"
+    assert ping(pod_b, "10.72.0.2")
+
+    # gwA's own traffic to its pod 10.243.0.2 stays local: answered by pod A, nothing sent into the tunnel
+    sent = tx_packets(gw_a, "tun0")
+    assert ask(gw_a, "10.243.0.2", "10.243.0.1")[0] == "10.243.0.1"
+    assert ping(gw_a, "10.243.0.2")
+    assert tx_packets(gw_a, "tun0") == sent
+    # the gateway host itself (output path: mangle_output + nat output) reaches pod B
+    assert ping(gw_a, "10.71.0.9", "-I", "10.243.0.1")
+    assert ask(gw_a, "10.71.0.9", "10.243.0.1")[0] == "10.72.0.1"
+    # a connection from the tunnel to gwA's host: its replies (to 10.243.0.9, which is local on cni0 for the
+    # main table) follow the ct mark back into the tunnel
+    peer = ask(pod_b, "10.72.0.1", "10.243.0.9")[0]
+    assert not peer.startswith("ERROR"), peer
+    # a connection from the tunnel whose source is outside the remote pod CIDR (no SNAT; gwA's main table
+    # sends that network to cni0): the replies of pod A follow the ct mark (mangle_prerouting) into the tunnel
+    netns.ip_batch(["addr add 192.0.2.1/32 dev lo"], netns=gw_b)
+    netns.ip_batch(["route add 192.0.2.0/24 dev cni0"], netns=gw_a)
+    assert ask(gw_b, "10.72.0.2", "192.0.2.1")[0] == "192.0.2.1"
+    assert ping(gw_b, "10.72.0.2", "-I", "192.0.2.1")
+
+    # second run: nothing changes, nothing is written (a rewrite would renumber the handles)
+    with_handles = netns.exec_in(gw_a, ["nft", "-j", "list", "table", "ip", "liqo_fabric_nat"]).stdout
+    for ns, side in ((gw_a, "a"), (gw_b, "b")):
+        again = run_module(MODULE, tunnel_args(side), netns=ns, diff=True)
+        assert again["changed"] is False and not again.get("failed"), again.get("msg")
+    assert netns.exec_in(gw_a, ["nft", "-j", "list", "table", "ip", "liqo_fabric_nat"]).stdout == with_handles
+    assert run_module(MODULE, tunnel_args("a"), netns=gw_a, check=True)["changed"] is False
+
+    # absent removes only this table, and with it the path
+    res = run_module(MODULE, {"state": "absent"}, netns=gw_a)
+    assert res["changed"] is True
+    assert tables(gw_a) == [("ip", "lfab_cni"), ("inet", "lfab_filter")]
+    assert ask(pod_a, "10.71.0.9", "10.243.0.2", timeout=1)[0].startswith("ERROR")
+
+
+def test_tunnel_change_is_detected_and_rewritten(tunnel_clusters):
+    _pod_a, gw_a, _gw_b, _pod_b = tunnel_clusters
+    assert run_module(MODULE, tunnel_args("a"), netns=gw_a)["changed"] is True
+    changed = {"tunnels": [dict(tunnel_args("a")["tunnels"][0], mark=0x99, output=False)]}
+    res = run_module(MODULE, changed, netns=gw_a, check=True, diff=True)
+    assert res["changed"] is True
+    assert "meta mark set 0x00000012" in res["diff"]["before"] and "meta mark set 0x00000099" in res["diff"]["after"]
+    assert "chain mangle_output" not in res["diff"]["after"] and "chain output" not in res["diff"]["after"]
+    assert run_module(MODULE, changed, netns=gw_a)["changed"] is True
+    chains = [o["chain"]["name"] for o in nft_json(gw_a, "list", "table", "ip", "liqo_fabric_nat")["nftables"] if "chain" in o]
+    assert sorted(chains) == ["mangle_prerouting", "postrouting", "prerouting"]
+    assert run_module(MODULE, changed, netns=gw_a)["changed"] is False
+
+    bad = {"tunnels": [dict(tunnel_args("a")["tunnels"][0], mark=0x100000000, remote_remapped="10.71.0.0/24")]}
+    res = run_module(MODULE, bad, netns=gw_a)
+    assert res.get("failed") is True
+    assert "tunnels[0].mark: 4294967296 is outside" in res["msg"] and "tunnels[0].remote_remapped: prefix length /24" in res["msg"]

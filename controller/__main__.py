@@ -1,0 +1,123 @@
+# Copyright: (c) 2026, liqo.fabric developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""liqo-fabric-controller: command line.
+
+    liqo-fabric-controller --cluster a=/path/kubeconfig-a --cluster b=/path/kubeconfig-b --inventory inv.yml
+    liqo-fabric-controller                       # in-cluster (service account), cluster name "local"
+    liqo-fabric-controller --node-mode --node-name $NODE_NAME   # the node agent (DaemonSet)
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+
+from controller import logs, watchmap
+from controller.engine import Engine
+from controller.metrics import HealthServer, Metrics
+
+log = logging.getLogger("controller")
+
+
+def default_collection_root() -> str:
+    """The collection this controller ships in: the parent of controller/ (repo checkout or installed)."""
+    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="liqo-fabric-controller", description=__doc__.split("\n\n", maxsplit=1)[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--cluster", action="append", default=[], metavar="NAME=KUBECONFIG",
+                   help="a cluster to serve (repeatable); none: in-cluster service account")
+    p.add_argument("--in-cluster-name", default=os.environ.get("FABRIC_CLUSTER", "local"),
+                   help="cluster name in in-cluster mode (default %(default)s)")
+    p.add_argument("--inventory", help="Ansible inventory passed to every playbook run (-i)")
+    p.add_argument("--watches", default=watchmap.DEFAULT_PATH, help="watch map (default: controller/watches.yaml)")
+    p.add_argument("--playbook-dir", help="where the watch map's playbooks are (default: <collection>/playbooks)")
+    p.add_argument("--collection-root", default=default_collection_root())
+    p.add_argument("--runtime-dir", help="private data of ansible_runner (0700; default: $XDG_RUNTIME_DIR or a temp dir)")
+    p.add_argument("--workers", type=int, default=int(os.environ.get("FABRIC_WORKERS", "2")),
+                   help="concurrent playbook runs (default %(default)s)")
+    p.add_argument("--debounce", type=float, default=0.2, help="seconds an event waits for more of the same key")
+    p.add_argument("--no-leader-elect", action="store_true", help="act without holding the Lease")
+    p.add_argument("--lease-duration", type=float, default=15.0)
+    p.add_argument("--lease-namespace", default="liqo")
+    p.add_argument("--identity", help="leader election identity (default hostname-pid)")
+    p.add_argument("--node-mode", action="store_true", help="node agent: node-scoped watch entries, no Lease")
+    p.add_argument("--node-name", default=os.environ.get("NODE_NAME", ""))
+    p.add_argument("--metrics-address", default="0.0.0.0")
+    p.add_argument("--metrics-port", type=int, default=8080, help="/metrics /healthz /readyz (0: any free port)")
+    p.add_argument("--watch-timeout", type=int, default=240, help="seconds per watch request before it is renewed")
+    p.add_argument("--no-state", action="store_true", help="do not persist applied hashes in ConfigMap liqo/%s" % "liqo-fabric-controller-state")
+    p.add_argument("--log-level", default=os.environ.get("FABRIC_LOG_LEVEL", "info"))
+    return p.parse_args(argv)
+
+
+def clusters_from_args(args) -> dict:
+    clusters = {}
+    for spec in args.cluster:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not path:
+            raise SystemExit(f"--cluster: {spec!r} must be NAME=KUBECONFIG")
+        if not name.replace("-", "").isalnum():
+            raise SystemExit(f"--cluster: name {name!r} must be alphanumeric (dashes allowed)")
+        if not os.path.isfile(path):
+            raise SystemExit(f"--cluster {name}: kubeconfig {path!r} does not exist")
+        if name in clusters:
+            raise SystemExit(f"--cluster: {name!r} given twice")
+        clusters[name] = os.path.abspath(path)
+    if not clusters:
+        clusters[args.in_cluster_name] = None
+    return clusters
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    logs.setup(args.log_level)
+    clusters = clusters_from_args(args)
+    if args.node_mode and not args.node_name:
+        raise SystemExit("--node-mode needs --node-name (or NODE_NAME)")
+    if args.inventory and not os.path.isfile(args.inventory):
+        raise SystemExit(f"--inventory: {args.inventory!r} does not exist")
+    try:
+        entries = watchmap.load(args.watches, args.playbook_dir or os.path.join(args.collection_root, "playbooks"))
+    except (OSError, watchmap.WatchMapError) as exc:
+        raise SystemExit(f"--watches {args.watches}: {exc}")
+    runtime = args.runtime_dir or os.path.join(os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir(),
+                                               f"liqo-fabric-controller-{os.getuid()}-{os.getpid()}")
+    metrics = Metrics()
+    engine = Engine(entries, clusters, args.collection_root, runtime, inventory=args.inventory, workers=args.workers,
+                    debounce=args.debounce, leader_elect=not args.no_leader_elect, lease_duration=args.lease_duration,
+                    lease_namespace=args.lease_namespace, identity=args.identity, node_mode=args.node_mode,
+                    node_name=args.node_name, watch_map_path=args.watches, metrics=metrics,
+                    state_configmap=not args.no_state, watch_timeout=args.watch_timeout)
+    http = HealthServer(args.metrics_address, args.metrics_port, metrics, engine.healthy, engine.ready)
+    http.start()
+    done = threading.Event()
+
+    def on_signal(signum, _frame):
+        log.info("signal received, stopping", extra={"fields": {"signal": signum}})
+        done.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    engine.start()
+    log.info("controller started", extra={"fields": {
+        "clusters": sorted(clusters), "mode": engine.mode, "identity": engine.identity, "metrics_port": http.port,
+        "workers": engine.workers_n, "entries": [e.kind for e in engine.entries if e.enabled and e.playbook],
+        "role_version": engine.role_version[:12]}})
+    done.wait()
+    engine.shutdown()
+    http.stop()
+    if not args.runtime_dir:  # ours alone (pid in the name): nothing of it is needed after exit
+        shutil.rmtree(runtime, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,708 @@
+# Copyright: (c) 2026, liqo.fabric developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The engine: informers -> input hashes -> work queue -> playbook runs -> status, Events, metrics.
+
+One Engine serves one or more clusters (a ClusterState each: API client, informers, Lease, applied
+hashes, dataplane manifests). Workers are shared: the concurrency bound is global.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import logging
+import os
+import socket
+import threading
+import time
+from typing import Dict, List, Optional
+
+from controller import drift as drift_mod
+from controller import hashing
+from controller.kubeapi import ApiError, ClusterAPI, Informer, obj_key
+from controller.leader import LeaderElector
+from controller.metrics import Metrics
+from controller.runner import PlaybookRunner, RunResult
+from controller.status import StatusWriter
+from controller.watchmap import RESOURCES, WatchEntry, get_field
+from controller.workqueue import PRIO_DRIFT, PRIO_EVENT, PRIO_RESYNC, Item, WorkQueue
+
+log = logging.getLogger("controller.engine")
+
+STATE_CONFIGMAP = "liqo-fabric-controller-state"
+STATE_KEY = "state.json"
+
+
+def _f(**kw) -> dict:
+    return {"fields": kw}
+
+
+def member_id(kind: str, obj: dict) -> str:
+    return f"{kind}/{obj_key(obj)}"
+
+
+def object_ref(obj: dict) -> dict:
+    meta = obj.get("metadata") or {}
+    return {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "namespace": meta.get("namespace"),
+            "name": meta.get("name"), "uid": meta.get("uid"), "generation": meta.get("generation")}
+
+
+def _secret_transform(obj: dict) -> dict:
+    """Secrets are cached as a digest only: their data never stays in the controller's memory."""
+    meta = obj.get("metadata") or {}
+    return {"kind": "Secret", "apiVersion": "v1",
+            "metadata": {"name": meta.get("name"), "namespace": meta.get("namespace"),
+                         "resourceVersion": meta.get("resourceVersion"), "uid": meta.get("uid")},
+            "digest": hashing.secret_digest(obj)}
+
+
+class ClusterState:
+    def __init__(self, engine: "Engine", name: str, kubeconfig: Optional[str]):
+        self.engine = engine
+        self.name = name
+        self.kubeconfig = kubeconfig
+        self.api = ClusterAPI(name, kubeconfig)
+        self.status = StatusWriter(self.api)
+        self.informers: Dict[str, Informer] = {}
+        self.leader: Optional[LeaderElector] = None
+        self.lock = threading.RLock()
+        self.members: Dict[str, Dict[str, tuple]] = {}   # work key -> {member id: (kind, cache key)}
+        self.key_entry: Dict[str, WatchEntry] = {}
+        self.applied: Dict[str, dict] = {}                # work key -> applied repr (see Engine.applied_repr)
+        self.manifests: Dict[str, object] = {}            # work key -> dataplane manifest
+        self.failures: Dict[str, int] = {}
+        self.epoch = 0                                    # bumped when related objects / Secrets change
+        self._memo: Dict[tuple, str] = {}
+        self.state_dirty = False
+        self.state_loaded = False
+
+    def acting(self) -> bool:
+        return self.leader is None or self.leader.is_leader()
+
+    def obj(self, kind: str, key: str) -> Optional[dict]:
+        inf = self.informers.get(kind)
+        return inf.cache.get(key) if inf else None
+
+
+class Engine:
+    def __init__(self, entries: List[WatchEntry], clusters: Dict[str, Optional[str]], collection_root: str,
+                 runtime_dir: str, inventory: Optional[str] = None, workers: int = 2, debounce: float = 0.2,
+                 leader_elect: bool = True, lease_duration: float = 15.0, lease_namespace: str = "liqo",
+                 identity: Optional[str] = None, node_mode: bool = False, node_name: str = "",
+                 watch_map_path: Optional[str] = None, metrics: Optional[Metrics] = None,
+                 state_configmap: bool = True, watch_timeout: int = 240, max_retry_delay: float = 60.0):
+        self.mode = "node" if node_mode else "controller"
+        self.entries = [e for e in entries if self.mode in e.modes]
+        self.by_kind = {e.kind: e for e in self.entries}
+        self.collection_root = collection_root
+        self.watch_map_path = watch_map_path
+        self.node_name = node_name
+        self.metrics = metrics or Metrics()
+        self.queue = WorkQueue(debounce=debounce)
+        self.runner = PlaybookRunner(runtime_dir, collection_root, inventory)
+        self.workers_n = max(1, workers)
+        self.stop = threading.Event()
+        self.identity = identity or f"{socket.gethostname()}-{os.getpid()}"
+        self.state_configmap = state_configmap and not node_mode
+        self.watch_timeout = watch_timeout
+        self.max_retry_delay = max_retry_delay
+        self.role_version = hashing.role_version(collection_root, watch_map_path)
+        self.clusters: Dict[str, ClusterState] = {}
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="status")
+        self._threads: List[threading.Thread] = []
+        self.runs_started = 0
+        self.skipped = 0
+        self.last_loop = time.monotonic()
+        for name, kubeconfig in clusters.items():
+            cs = ClusterState(self, name, kubeconfig)
+            if leader_elect and not node_mode:
+                cs.leader = LeaderElector(cs.api, self.identity, self.stop, namespace=lease_namespace,
+                                          duration=lease_duration, on_change=lambda on, c=cs: self._leadership(c, on))
+            self.clusters[name] = cs
+        for e in self.entries:
+            if not e.enabled:
+                log.warning("watch entry disabled", extra=_f(kind=e.kind, reason=e.disabled_reason))
+
+    # ================================================================== lifecycle
+    def kinds(self) -> List[str]:
+        kinds = [e.kind for e in self.entries]
+        for e in self.entries:
+            kinds += [r.kind for r in e.related]
+            if e.secrets and e.enabled:
+                kinds.append("Secret")
+        return list(dict.fromkeys(kinds))
+
+    def start(self) -> None:
+        for cs in self.clusters.values():
+            for kind in self.kinds():
+                res = RESOURCES[kind]
+                transform = _secret_transform if kind == "Secret" else None
+                field_selector = None
+                if self.mode == "node" and self.node_name:
+                    field_selector = {"Pod": f"spec.nodeName={self.node_name}",
+                                      "Node": f"metadata.name={self.node_name}"}.get(kind)
+                inf = Informer(cs.api, res, lambda k, t, o, old, c=cs: self._on_event(c, k, t, o, old), self.stop,
+                               transform=transform, watch_timeout=self.watch_timeout, field_selector=field_selector)
+                cs.informers[kind] = inf
+                inf.start()
+            if cs.leader:
+                cs.leader.start()
+        for i in range(self.workers_n):
+            t = threading.Thread(target=self._worker, name=f"worker-{i}", daemon=True)
+            t.start()
+            self._threads.append(t)
+        for target, name in ((self._resync_loop, "resync"), (self._drift_loop, "drift"), (self._state_loop, "state")):
+            t = threading.Thread(target=target, name=name, daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def shutdown(self, timeout: float = 10.0) -> None:
+        self.stop.set()
+        self.queue.close()
+        for cs in self.clusters.values():
+            for inf in cs.informers.values():
+                inf.close()
+        try:
+            self._flush_states(force=True)
+        except Exception:  # pylint: disable=broad-except
+            pass
+        deadline = time.monotonic() + timeout
+        for t in self._threads:
+            t.join(max(0.1, deadline - time.monotonic()))
+        for cs in self.clusters.values():
+            if cs.leader and cs.leader.is_alive():
+                cs.leader.join(max(0.1, deadline - time.monotonic()))
+        self._pool.shutdown(wait=False)
+
+    def ready(self) -> tuple:
+        detail = {c: {k: i.synced.is_set() for k, i in cs.informers.items()} for c, cs in self.clusters.items()}
+        ok = all(all(v.values()) for v in detail.values())
+        return ok, {"ready": ok, "synced": detail}
+
+    def healthy(self) -> tuple:
+        alive = all(t.is_alive() for t in self._threads) and not self.stop.is_set()
+        return alive, {"healthy": alive, "queue": self.queue.depth(), "running": self.queue.running(),
+                       "leader": {c: cs.acting() for c, cs in self.clusters.items()}}
+
+    # ================================================================== events
+    def _on_event(self, cs: ClusterState, kind: str, etype: str, obj: dict, old: Optional[dict]) -> None:
+        self.metrics.events.labels(cs.name, kind).inc()
+        if kind == "Connection":
+            self.metrics.connection(cs.name, obj, deleted=etype == "DELETED")
+        entry = self.by_kind.get(kind)
+        if entry and entry.playbook and entry.enabled:
+            key = entry.work_key(cs.name, obj, self.node_name)
+            mid = member_id(kind, obj)
+            with cs.lock:
+                members = cs.members.setdefault(key, {})
+                if etype == "DELETED":
+                    members.pop(mid, None)
+                else:
+                    members[mid] = (kind, obj_key(obj))
+                cs.key_entry.setdefault(key, entry)
+            self.consider(cs, key, PRIO_EVENT, f"{etype.lower()} {mid}")
+        # owners of a related object / of a Secret
+        for owner in self.entries:
+            if not (owner.playbook and owner.enabled):
+                continue
+            if kind == "Secret" and owner.secrets:
+                hits = self._secret_owners(cs, owner, obj)
+            else:
+                rels = [r for r in owner.related if r.kind == kind]
+                if not rels:
+                    continue
+                hits = self._related_owners(cs, owner, rels, obj, old)
+            if not hits:
+                continue
+            with cs.lock:
+                cs.epoch += 1
+            for o in hits:
+                self.consider(cs, owner.work_key(cs.name, o, self.node_name), PRIO_EVENT,
+                              f"related {kind}/{obj_key(obj)}")
+
+    def _related_owners(self, cs: ClusterState, owner: WatchEntry, rels, obj: dict, old: Optional[dict]) -> List[dict]:
+        inf = cs.informers.get(owner.kind)
+        if inf is None:
+            return []
+        meta = obj.get("metadata") or {}
+        out = []
+        for cand in list(inf.cache.values()):
+            cmeta = cand.get("metadata") or {}
+            for r in rels:
+                if r.labels:
+                    if cmeta.get("namespace") != meta.get("namespace"):
+                        continue
+                    versions = [obj] + ([old] if old else [])
+                    if any(all((cmeta.get("labels") or {}).get(lb) is not None and
+                               (cmeta.get("labels") or {}).get(lb) == ((v.get("metadata") or {}).get("labels") or {}).get(lb)
+                               for lb in r.labels) for v in versions):
+                        out.append(cand)
+                        break
+                else:
+                    ref = get_field(cand, r.ref)
+                    if isinstance(ref, dict) and ref.get("name") == meta.get("name") and \
+                            (ref.get("namespace") or cmeta.get("namespace")) == meta.get("namespace"):
+                        out.append(cand)
+                        break
+        return out
+
+    def _secret_owners(self, cs: ClusterState, owner: WatchEntry, secret: dict) -> List[dict]:
+        inf = cs.informers.get(owner.kind)
+        if inf is None:
+            return []
+        meta = secret.get("metadata") or {}
+        return [c for c in list(inf.cache.values())
+                if (c.get("metadata") or {}).get("namespace") == meta.get("namespace")
+                and meta.get("name") in self._secret_names(owner, c)]
+
+    @staticmethod
+    def _secret_names(entry: WatchEntry, obj: dict) -> List[str]:
+        names = []
+        for path in entry.secrets:
+            v = get_field(obj, path)
+            if isinstance(v, dict):
+                v = v.get("name")
+            if isinstance(v, str) and v:
+                names.append(v)
+        return names
+
+    # ================================================================== hashes
+    def member_hash(self, cs: ClusterState, entry: WatchEntry, obj: dict) -> str:
+        meta = obj.get("metadata") or {}
+        memo_key = (entry.kind, meta.get("uid"), meta.get("resourceVersion"), cs.epoch)
+        h = cs._memo.get(memo_key)  # pylint: disable=protected-access
+        if h is not None:
+            return h
+        parts = [self.role_version, hashing.project(obj, entry.inputs)]
+        ns = meta.get("namespace")
+        if entry.secrets:
+            sec = cs.informers.get("Secret")
+            parts.append([(n, (sec.cache.get(f"{ns}/{n}") or {}).get("digest") if sec else None)
+                          for n in self._secret_names(entry, obj)])
+        for r in entry.related:
+            inf = cs.informers.get(r.kind)
+            if inf is None:
+                continue
+            if r.labels:
+                want = {lb: (meta.get("labels") or {}).get(lb) for lb in r.labels}
+                rel = sorted((obj_key(o), hashing.project(o, r.inputs)) for o in list(inf.cache.values())
+                             if (o.get("metadata") or {}).get("namespace") == ns and all(
+                                 v is not None and ((o.get("metadata") or {}).get("labels") or {}).get(lb) == v
+                                 for lb, v in want.items()))
+            else:
+                ref = get_field(obj, r.ref)
+                rel = None
+                if isinstance(ref, dict) and ref.get("name"):
+                    o = inf.cache.get(f"{ref.get('namespace') or ns}/{ref['name']}")
+                    rel = hashing.project(o, r.inputs) if o else None
+            parts.append([r.kind, rel])
+        h = hashing.digest(parts)
+        if len(cs._memo) > 200000:  # pylint: disable=protected-access
+            cs._memo.clear()  # pylint: disable=protected-access
+        cs._memo[memo_key] = h  # pylint: disable=protected-access
+        return h
+
+    def current(self, cs: ClusterState, key: str) -> tuple:
+        """(entry, {member id: object}, {member id: hash}) for a work key, from the caches."""
+        with cs.lock:
+            entry = cs.key_entry.get(key)
+            members = dict(cs.members.get(key) or {})
+        objs, hashes = {}, {}
+        if entry is None:
+            return None, objs, hashes
+        for mid, (kind, ck) in members.items():
+            o = cs.obj(kind, ck)
+            if o is None:
+                continue
+            objs[mid] = o
+            hashes[mid] = self.member_hash(cs, self.by_kind[kind], o)
+        return entry, objs, hashes
+
+    @staticmethod
+    def applied_repr(entry: WatchEntry, hashes: Dict[str, str]) -> dict:
+        """What is remembered of a successful run: per member (entries with status, so each object's
+        outcome can be told apart) or one digest for the group (Nodes/Pods: thousands of members)."""
+        if entry.status or not entry.grouped:
+            return dict(hashes)
+        return {"*": hashing.digest(sorted(hashes.items()))}
+
+    def _needs(self, cs: ClusterState, entry: WatchEntry, key: str, objs: dict, hashes: dict) -> str:
+        """Why this key needs work ('' = nothing to do)."""
+        if entry.finalizer:
+            for o in objs.values():
+                fins = (o.get("metadata") or {}).get("finalizers") or []
+                if (o.get("metadata") or {}).get("deletionTimestamp"):
+                    if entry.finalizer in fins:
+                        return "deleting"
+                elif entry.finalizer not in fins:
+                    return "finalizer"
+        if not objs and not entry.grouped:
+            return ""
+        live = {m: h for m, h in hashes.items() if not (objs[m].get("metadata") or {}).get("deletionTimestamp")}
+        if not live and not entry.grouped:
+            return ""
+        applied = cs.applied.get(key)
+        if applied is None:
+            return "new" if live or entry.grouped else ""
+        return "" if applied == self.applied_repr(entry, live) else "changed"
+
+    def consider(self, cs: ClusterState, key: str, priority: int, reason: str, force: bool = False) -> bool:
+        """Enqueue `key` unless its inputs equal the last successful apply (hash skip)."""
+        entry, objs, hashes = self.current(cs, key)
+        if entry is None:
+            return False
+        if not force and not self._needs(cs, entry, key, objs, hashes):
+            if not (not objs and not entry.grouped):
+                self.skipped += 1
+                self.metrics.skipped.labels(cs.name, entry.kind, "hash").inc()
+            return False
+        self.queue.add(key, lock=self._lock_for(cs, entry, key, objs), cluster=cs.name, priority=priority,
+                       reason=reason, force=force)
+        self.metrics.queue_depth.set(self.queue.depth())
+        return True
+
+    def _lock_for(self, cs: ClusterState, entry: WatchEntry, key: str, objs: dict) -> str:
+        if not entry.lock:
+            return key
+        any_obj = next(iter(objs.values()), {"metadata": {}})
+        return entry.lock_key(cs.name, any_obj, self.node_name)
+
+    # ================================================================== workers
+    def _eligible(self, item: Item) -> bool:
+        cs = self.clusters.get(item.cluster)
+        return cs is not None and cs.acting()
+
+    def _worker(self) -> None:
+        while not self.stop.is_set():
+            item = self.queue.get(timeout=1.0, eligible=self._eligible)
+            self.last_loop = time.monotonic()
+            if item is None:
+                continue
+            self.metrics.queue_depth.set(self.queue.depth())
+            self.metrics.queue_running.set(self.queue.running())
+            try:
+                self._process(item)
+            except Exception as exc:  # pylint: disable=broad-except
+                log.exception("work item failed", extra=_f(key=item.key, cluster=item.cluster, error=str(exc)))
+                self._retry(item)
+            finally:
+                self.queue.done(item)
+                self.metrics.queue_running.set(self.queue.running())
+
+    def _retry(self, item: Item) -> None:
+        attempts = item.attempts + 1
+        delay = min(self.max_retry_delay, 0.5 * 2 ** min(attempts, 10))
+        self.queue.add(item.key, lock=item.lock, cluster=item.cluster, priority=PRIO_RESYNC, reason="retry",
+                       force=True, delay=delay, attempts=attempts)
+
+    def _process(self, item: Item) -> None:
+        cs = self.clusters[item.cluster]
+        entry, objs, hashes = self.current(cs, item.key)
+        if entry is None:
+            return
+        self.metrics.queue_wait.labels(entry.kind).observe(max(0.0, item.wait))
+        why = self._needs(cs, entry, item.key, objs, hashes)
+        if not why and not item.force:
+            self.skipped += 1
+            self.metrics.skipped.labels(cs.name, entry.kind, "hash").inc()
+            return
+        if not objs and not entry.grouped:
+            return
+        # finalizers: per-object keys only (checked by the watch map)
+        if entry.finalizer and objs:
+            obj = next(iter(objs.values()))
+            meta = obj.get("metadata") or {}
+            if meta.get("deletionTimestamp"):
+                if entry.finalizer in (meta.get("finalizers") or []):
+                    self._finalize(cs, entry, item, obj)
+                return
+            if entry.finalizer not in (meta.get("finalizers") or []):
+                self._patch_finalizers(cs, entry, obj, add=True)
+        live = {m: o for m, o in objs.items() if not (o.get("metadata") or {}).get("deletionTimestamp")}
+        live_hashes = {m: hashes[m] for m in live}
+        applied = cs.applied.get(item.key) or {}
+        changed_members = [m for m in live if applied.get(m) != live_hashes[m]]
+        if item.force and not changed_members:
+            changed_members = list(live)
+        result = self._run(cs, entry, item, live, changed_members, deleting=False)
+        self._record(cs, entry, item, live, live_hashes, changed_members, result)
+
+    def _run(self, cs: ClusterState, entry: WatchEntry, item: Item, objs: dict, changed: List[str],
+             deleting: bool) -> RunResult:
+        if entry.status and not deleting:
+            self._set_status_many(cs, [(objs[m], "reconciling", "", "") for m in changed])
+        refs = [object_ref(objs[m]) for m in sorted(objs)]
+        extravars = dict(entry.vars)
+        extravars.update({
+            "kubeconfig": cs.kubeconfig, "fabric_cluster": cs.name, "fabric_key": item.key,
+            "fabric_object": refs[0] if (len(refs) == 1 and not entry.grouped) else None,
+            "fabric_objects": refs, "fabric_deleting": deleting, "fabric_mode": self.mode,
+        })
+        if self.mode == "node":
+            extravars["fabric_node"] = self.node_name
+        playbook = entry.finalizer_playbook if deleting else entry.playbook
+        timeout = entry.finalizer_timeout if deleting else entry.timeout
+        self.runs_started += 1
+        self.metrics.runs.labels(cs.name, entry.kind, os.path.basename(playbook)).inc()
+        log.info("playbook run", extra=_f(cluster=cs.name, key=item.key, playbook=os.path.basename(playbook),
+                                          reasons=sorted(item.reasons)[:5], members=len(objs), deleting=deleting))
+        ident = "".join(ch if ch.isalnum() else "-" for ch in item.key)[-60:]
+        res = self.runner.run(playbook, extravars, timeout, ident, cancel=self.stop.is_set)
+        result = "ok" if res.ok else "failed"
+        self.metrics.reconcile.labels(cs.name, entry.kind, result).observe(res.duration)
+        if res.spawn_seconds is not None:
+            self.metrics.spawn.observe(res.spawn_seconds)
+        self.metrics.changed_tasks.labels(cs.name, entry.kind).inc(res.changed)
+        log.info("playbook done", extra=_f(cluster=cs.name, key=item.key, result=result, seconds=round(res.duration, 3),
+                                           changed=res.changed, message=res.message if not res.ok else ""))
+        return res
+
+    def _record(self, cs: ClusterState, entry: WatchEntry, item: Item, objs: dict, hashes: dict,
+                changed: List[str], res: RunResult) -> None:
+        errors = res.failed_result.get("errors") if not res.ok else None
+        per_object = isinstance(errors, dict) and bool(errors)
+        ok_members, failed = [], {}
+        for m in objs:
+            if res.ok:
+                ok_members.append(m)
+                continue
+            ck = m.split("/", 1)[1]
+            if per_object:
+                if ck in errors:
+                    e = errors[ck] if isinstance(errors[ck], dict) else {"message": str(errors[ck])}
+                    failed[m] = (f"task '{res.failed_task}' failed for {ck}: {e.get('message', '')}", e.get("reason") or "")
+                else:
+                    ok_members.append(m)
+            else:
+                failed[m] = (res.message, "ReconcileFailed")
+        with cs.lock:
+            if res.ok or per_object:
+                if entry.status or not entry.grouped:  # remembered per member
+                    rep = {m: h for m, h in (cs.applied.get(item.key) or {}).items() if m in objs and m not in failed}
+                    rep.update({m: hashes[m] for m in ok_members})
+                    cs.applied[item.key] = rep
+                elif failed:
+                    cs.applied.pop(item.key, None)
+                else:
+                    cs.applied[item.key] = self.applied_repr(entry, hashes)
+                manifest = drift_mod.manifest_from_stats(res.stats)
+                if manifest is not None:
+                    cs.manifests[item.key] = manifest
+                cs.state_dirty = True
+            if failed:
+                cs.failures[item.key] = item.attempts + 1
+            else:
+                cs.failures.pop(item.key, None)
+        if entry.status:
+            todo = []
+            for m in objs:
+                if m in failed:
+                    msg, reason = failed[m]
+                    todo.append((objs[m], "degraded", msg, reason))
+                elif m in changed or res.ok:
+                    todo.append((objs[m], "ready", f"{os.path.basename(entry.playbook)}: {res.message}", "Applied"))
+            self._set_status_many(cs, todo)
+        if failed:
+            self._retry(item)
+
+    def _set_status_many(self, cs: ClusterState, todo: list) -> None:
+        if not todo:
+            return
+        futures = [self._pool.submit(self._set_status, cs, *t) for t in todo]
+        for fut in futures:
+            try:
+                fut.result()
+            except Exception as exc:  # pylint: disable=broad-except
+                log.warning("status write failed", extra=_f(cluster=cs.name, error=str(exc)))
+
+    def _set_status(self, cs: ClusterState, obj: dict, phase: str, message: str, reason: str) -> None:
+        res = RESOURCES[obj.get("kind")]
+        meta = obj["metadata"]
+        transitions = cs.status.set_phase(res, meta.get("namespace"), meta["name"], phase, meta.get("generation"),
+                                          message, reason, obj=obj)
+        for ctype, old, new in transitions:
+            if ctype == "Ready" and new == "True":
+                cs.status.event(obj, "Normal", "Reconciled", message or "applied")
+            elif ctype == "Degraded" and new == "True":
+                cs.status.event(obj, "Warning", "ReconcileFailed", message)
+
+    # ================================================================== finalizers
+    def _patch_finalizers(self, cs: ClusterState, entry: WatchEntry, obj: dict, add: bool) -> None:
+        res = RESOURCES[entry.kind]
+        meta = obj["metadata"]
+        for _attempt in range(8):
+            fins = list(meta.get("finalizers") or [])
+            if add == (entry.finalizer in fins):
+                return
+            fins = fins + [entry.finalizer] if add else [f for f in fins if f != entry.finalizer]
+            body = {"metadata": {"finalizers": fins, "resourceVersion": meta.get("resourceVersion")}}
+            try:
+                self.api_patch(cs, res, meta.get("namespace"), meta["name"], body)
+                return
+            except ApiError as exc:
+                if exc.status == 404:
+                    return
+                if exc.status != 409:
+                    raise
+            fresh = cs.api.get(res, meta.get("namespace"), meta["name"])
+            if fresh is None:
+                return
+            meta = fresh["metadata"]
+
+    @staticmethod
+    def api_patch(cs: ClusterState, res, namespace, name, body) -> dict:
+        return cs.api.request("PATCH", res.path(namespace, name), body=body, content_type="application/merge-patch+json")
+
+    def _finalize(self, cs: ClusterState, entry: WatchEntry, item: Item, obj: dict) -> None:
+        mid = member_id(entry.kind, obj)
+        res = self._run(cs, entry, item, {mid: obj}, [], deleting=True)
+        if res.ok:
+            self._patch_finalizers(cs, entry, obj, add=False)
+            with cs.lock:
+                cs.applied.pop(item.key, None)
+                cs.manifests.pop(item.key, None)
+                cs.failures.pop(item.key, None)
+                cs.state_dirty = True
+            cs.status.event(obj, "Normal", "Finalized", f"{os.path.basename(entry.finalizer_playbook)}: {res.message}")
+        else:
+            if entry.status:
+                self._set_status(cs, obj, "degraded", f"teardown: {res.message}", "TeardownFailed")
+            self._retry(item)
+
+    # ================================================================== periodic loops
+    def resync(self, cs: ClusterState, entry: Optional[WatchEntry] = None) -> tuple:
+        """Considers every key (of one entry, or all); returns (keys, enqueued)."""
+        with cs.lock:
+            keys = [k for k, e in cs.key_entry.items() if entry is None or e is entry or e.key == entry.key]
+        enq = 0
+        for k in keys:
+            if self.consider(cs, k, PRIO_RESYNC, "resync"):
+                enq += 1
+        return len(keys), enq
+
+    def _resync_loop(self) -> None:
+        last: Dict[tuple, float] = {}
+        while not self.stop.wait(0.5):
+            now = time.monotonic()
+            self.last_loop = now
+            rv = hashing.role_version(self.collection_root, self.watch_map_path) if self._due(last, ("rv",), 30, now) else None
+            if rv and rv != self.role_version:
+                log.info("role version changed: everything is re-applied", extra=_f(role_version=rv))
+                self.role_version = rv
+                for cs in self.clusters.values():
+                    cs._memo.clear()  # pylint: disable=protected-access
+            for cs in self.clusters.values():
+                if not cs.acting():
+                    continue
+                for e in self.entries:
+                    if e.playbook and e.enabled and e.resync > 0 and self._due(last, (cs.name, e.kind), e.resync, now):
+                        n, enq = self.resync(cs, e)
+                        if n:
+                            log.info("resync", extra=_f(cluster=cs.name, kind=e.kind, keys=n, enqueued=enq))
+
+    @staticmethod
+    def _due(last: dict, k, period: float, now: float) -> bool:
+        if k not in last:
+            last[k] = now
+            return False
+        if now - last[k] >= period:
+            last[k] = now
+            return True
+        return False
+
+    def check_drift(self, cs: ClusterState, entry: WatchEntry) -> int:
+        with cs.lock:
+            todo = [(k, m) for k, m in cs.manifests.items()
+                    if cs.key_entry.get(k) is entry and k in cs.applied and k not in cs.failures]
+        found = 0
+        for key, manifest in todo:
+            self.metrics.drift_checks.labels(cs.name, entry.kind).inc()
+            try:
+                diffs = entry.drift.call(manifest, {"cluster": cs.name, "key": key})
+            except Exception as exc:  # pylint: disable=broad-except
+                diffs = [f"drift check failed: {exc}"]
+            if diffs:
+                found += 1
+                self.metrics.drift.labels(cs.name, entry.kind).inc()
+                log.info("drift detected", extra=_f(cluster=cs.name, key=key, differences=diffs[:10]))
+                self.consider(cs, key, PRIO_DRIFT, "drift: " + "; ".join(diffs[:3]), force=True)
+        return found
+
+    def _drift_loop(self) -> None:
+        last: Dict[tuple, float] = {}
+        while not self.stop.wait(0.5):
+            now = time.monotonic()
+            for cs in self.clusters.values():
+                if not cs.acting():
+                    continue
+                for e in self.entries:
+                    if e.drift and e.enabled and self._due(last, (cs.name, e.kind), e.drift.period, now):
+                        self.check_drift(cs, e)
+
+    # ================================================================== persisted state
+    def _leadership(self, cs: ClusterState, leading: bool) -> None:
+        self.metrics.leader.labels(cs.name).set(1 if leading else 0)
+        if leading:
+            threading.Thread(target=self._on_lead, args=(cs,), daemon=True).start()
+        self.queue.wake()
+
+    def _on_lead(self, cs: ClusterState) -> None:
+        self.load_state(cs)
+        for inf in cs.informers.values():
+            inf.synced.wait(30)
+        self.resync(cs)
+
+    def load_state(self, cs: ClusterState) -> None:
+        if not self.state_configmap:
+            return
+        try:
+            cm = cs.api.get(RESOURCES["ConfigMap"], "liqo", STATE_CONFIGMAP)
+        except ApiError as exc:
+            log.warning("state not loaded", extra=_f(cluster=cs.name, error=str(exc)))
+            return
+        if not cm:
+            cs.state_loaded = True
+            return
+        try:
+            data = json.loads((cm.get("data") or {}).get(STATE_KEY) or "{}")
+        except ValueError:
+            data = {}
+        with cs.lock:
+            for k, v in (data.get("keys") or {}).items():
+                if k not in cs.applied and isinstance(v.get("applied"), dict):
+                    cs.applied[k] = v["applied"]
+                if k not in cs.manifests and v.get("manifest") is not None:
+                    cs.manifests[k] = v["manifest"]
+            cs.state_loaded = True
+        log.info("state loaded", extra=_f(cluster=cs.name, keys=len(data.get("keys") or {})))
+
+    def _flush_states(self, force: bool = False) -> None:
+        if not self.state_configmap:
+            return
+        for cs in self.clusters.values():
+            if not cs.state_dirty or not (cs.acting() or force) or not cs.state_loaded and cs.leader:
+                continue
+            with cs.lock:
+                cs.state_dirty = False
+                keys = {k: {"applied": v, "manifest": cs.manifests.get(k)} for k, v in cs.applied.items()}
+            body = {"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": STATE_CONFIGMAP, "namespace": "liqo",
+                                 "labels": {"app.kubernetes.io/managed-by": "liqo-fabric-controller"}},
+                    "data": {STATE_KEY: json.dumps({"version": 1, "keys": keys}, separators=(",", ":"), sort_keys=True)}}
+            res = RESOURCES["ConfigMap"]
+            try:
+                try:
+                    cs.api.request("PUT", res.path("liqo", STATE_CONFIGMAP), body=body)
+                except ApiError as exc:
+                    if exc.status != 404:
+                        raise
+                    cs.api.request("POST", res.path("liqo"), body=body)
+            except ApiError as exc:
+                cs.state_dirty = True
+                log.warning("state not saved", extra=_f(cluster=cs.name, error=str(exc)))
+
+    def _state_loop(self) -> None:
+        for cs in self.clusters.values():
+            if cs.leader is None:
+                self.load_state(cs)
+        while not self.stop.wait(1.0):
+            self._flush_states()

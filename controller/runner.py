@@ -1,0 +1,162 @@
+# Copyright: (c) 2026, liqo.fabric developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Runs one playbook with ansible_runner, in-process, and boils its events down to a RunResult.
+
+- one private_data_dir per worker slot (0700, under the runtime dir), artifacts rotated;
+- the event handler keeps what the controller needs (first failed task: name, msg and result; changed
+  count; `set_stats` data) and returns False so no event is written to disk; no stdout file either;
+- extra vars carry no secrets (paths and names only).
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import shutil
+import sys
+import threading
+import time
+from typing import Callable, Optional
+
+import ansible_runner
+
+log = logging.getLogger("controller.runner")
+
+FAILED_EVENTS = ("runner_on_failed", "runner_on_unreachable", "runner_item_on_failed")
+
+
+@dataclasses.dataclass
+class RunResult:
+    ok: bool
+    status: str                      # successful | failed | timeout | canceled | error
+    rc: Optional[int]
+    duration: float
+    spawn_seconds: Optional[float]   # run() called -> first event from the playbook
+    changed: int = 0
+    failed_task: str = ""
+    failed_host: str = ""
+    failed_msg: str = ""
+    failed_result: dict = dataclasses.field(default_factory=dict)
+    stats: dict = dataclasses.field(default_factory=dict)   # set_stats data (aggregate)
+
+    @property
+    def message(self) -> str:
+        if self.ok:
+            return f"applied ({self.changed} changed task(s))"
+        if self.failed_task:
+            where = f" on {self.failed_host}" if self.failed_host and self.failed_host != "localhost" else ""
+            return f"task '{self.failed_task}'{where} failed: {self.failed_msg}".strip()
+        return f"playbook {self.status} (rc={self.rc})"
+
+
+def collection_env(collection_root: str) -> dict:
+    """ANSIBLE_COLLECTIONS_PATH for a run from the repository (build/collections links the tree)."""
+    env = {}
+    built = os.path.join(collection_root, "build", "collections")
+    if os.path.isdir(os.path.join(built, "ansible_collections", "liqo", "fabric")):
+        paths = [built] + [p for p in os.environ.get("ANSIBLE_COLLECTIONS_PATH", "").split(":") if p]
+        env["ANSIBLE_COLLECTIONS_PATH"] = ":".join(dict.fromkeys(paths))
+    else:
+        # installed: <root> is .../ansible_collections/liqo/fabric
+        parent = os.path.dirname(os.path.dirname(os.path.dirname(collection_root)))
+        if os.path.basename(os.path.dirname(os.path.dirname(collection_root))) == "ansible_collections":
+            env["ANSIBLE_COLLECTIONS_PATH"] = parent
+    return env
+
+
+class PlaybookRunner:
+    def __init__(self, runtime_dir: str, collection_root: str, inventory: Optional[str] = None,
+                 rotate: int = 3, extra_env: Optional[dict] = None):
+        self.runtime_dir = runtime_dir
+        self.inventory = os.path.abspath(inventory) if inventory else None
+        self.rotate = rotate
+        os.makedirs(runtime_dir, mode=0o700, exist_ok=True)
+        os.chmod(runtime_dir, 0o700)
+        self.env = {
+            "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0", "ANSIBLE_RETRY_FILES_ENABLED": "0",
+            "ANSIBLE_PIPELINING": "1", "ANSIBLE_HOST_KEY_CHECKING": "0", "ANSIBLE_INVENTORY_UNPARSED_WARNING": "0",
+            "ANSIBLE_LOCALHOST_WARNING": "0", "ANSIBLE_DEPRECATION_WARNINGS": "0",
+            "ANSIBLE_LOCAL_TEMP": os.path.join(runtime_dir, "tmp"),
+            "PYTHONDONTWRITEBYTECODE": "1",
+        }
+        os.makedirs(self.env["ANSIBLE_LOCAL_TEMP"], mode=0o700, exist_ok=True)
+        self.env.update(collection_env(collection_root))
+        self.env.update(extra_env or {})
+        venv_bin = os.path.dirname(sys.executable)
+        self.binary = os.path.join(venv_bin, "ansible-playbook")
+        if not os.path.exists(self.binary):
+            self.binary = shutil.which("ansible-playbook") or "ansible-playbook"
+        self.env["PATH"] = venv_bin + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin")
+        self._slots = threading.local()
+        self._slot_lock = threading.Lock()
+        self._next_slot = 0
+        self._runs = 0
+
+    def _slot_dir(self) -> str:
+        slot = getattr(self._slots, "dir", None)
+        if slot is None:
+            with self._slot_lock:
+                n = self._next_slot
+                self._next_slot += 1
+            slot = os.path.join(self.runtime_dir, f"slot{n}")
+            os.makedirs(slot, mode=0o700, exist_ok=True)
+            os.chmod(slot, 0o700)
+            self._slots.dir = slot
+        return slot
+
+    def run(self, playbook: str, extravars: dict, timeout: float, ident: str,
+            cancel: Optional[Callable[[], bool]] = None, limit: Optional[str] = None) -> RunResult:
+        t0 = time.monotonic()
+        first_event = []
+        acc = {"changed": 0, "failed": None, "stats": {}}
+        with self._slot_lock:
+            self._runs += 1
+            # unique: ansible_runner's rotation can delete a reused ident's own (older) directory
+            ident = f"{ident}-{os.getpid()}-{self._runs}"
+
+        def on_event(ev: dict) -> bool:
+            if not first_event:
+                first_event.append(time.monotonic())
+            name = ev.get("event")
+            data = ev.get("event_data") or {}
+            if name == "runner_on_ok" and (data.get("res") or {}).get("changed"):
+                acc["changed"] += 1
+            elif name in FAILED_EVENTS and not data.get("ignore_errors") and acc["failed"] is None:
+                res = data.get("res") or {}
+                acc["failed"] = (data.get("task") or "", data.get("host") or "", _failure_msg(res), res)
+            elif name == "playbook_on_stats":
+                acc["stats"] = data.get("artifact_data") or {}
+            return False  # nothing written to the artifact dir
+
+        try:
+            r = ansible_runner.run(
+                private_data_dir=self._slot_dir(), playbook=playbook, inventory=self.inventory, extravars=extravars,
+                envvars=self.env, ident=ident, rotate_artifacts=self.rotate, quiet=True,
+                suppress_output_file=True, event_handler=on_event, timeout=int(max(1, timeout)),
+                cancel_callback=cancel or (lambda: False), limit=limit)
+            status, rc = r.status, r.rc
+        except Exception as exc:  # pylint: disable=broad-except
+            log.exception("ansible_runner failed", extra={"fields": {"playbook": playbook, "error": str(exc)}})
+            status, rc = "error", None
+            acc["failed"] = acc["failed"] or ("", "", f"ansible_runner error: {exc}", {})
+        duration = time.monotonic() - t0
+        res = RunResult(ok=status == "successful" and rc == 0, status=status, rc=rc, duration=duration,
+                        spawn_seconds=(first_event[0] - t0) if first_event else None,
+                        changed=acc["changed"], stats=acc["stats"])
+        if not res.ok:
+            if acc["failed"]:
+                failed = acc["failed"]
+                res.failed_task, res.failed_host, res.failed_msg, res.failed_result = failed[0], failed[1], failed[2], failed[3]
+            elif status == "timeout":
+                res.failed_msg = f"timed out after {int(timeout)} s"
+        return res
+
+
+def _failure_msg(res: dict) -> str:
+    msg = res.get("msg") or res.get("message") or res.get("reason") or ""
+    if not msg and res.get("stderr"):
+        msg = str(res["stderr"]).strip().splitlines()[-1:]
+        msg = msg[0] if msg else ""
+    if not isinstance(msg, str):
+        msg = str(msg)
+    return msg[:2000]

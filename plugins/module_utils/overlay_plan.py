@@ -1,0 +1,169 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, liqo.fabric developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The in-cluster overlay: what every node and gateway host must hold so that any pod reaches the remote
+clusters through the active gateway and the replies come back the same way. Pure planning.
+
+- Every node gets an internal address from the internal CIDR (kept in the Node annotation
+  `networking.liqo.io/internal-ip`, so it never changes and never collides); `.1` stays free.
+- One overlay link per (node, gateway host) pair: on the node `lovg<hash(gateway)>`, on the gateway host
+  `lovn<hash(node)>`; VNI = 65536 * index of the gateway host + index of the node's internal address, so
+  no two links share a VNI. Each side carries its own internal address (/32, routes are onlink).
+- Nodes: table 18952 sends the remote (remapped) CIDRs to the active gateway's internal address over the
+  link to it, with the node's pod-gateway address as source (so node traffic looks like pod traffic);
+  rules `to <remote CIDR> lookup 18952` select it for cross-cluster traffic only.
+- The active gateway host: no route for the remote CIDRs (its own traffic goes straight into the tunnel);
+  table 18952 holds one /32 route per pod on another node through that node's link, selected by
+  `iif <tunnel>` rules: traffic out of the tunnel returns over the overlay, the way it came.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+
+INTERNAL_IP_ANNOTATION = "networking.liqo.io/internal-ip"
+TABLE = 18952
+NODE_RULE_PRIORITY = 1900
+INTERNAL_RULE_PRIORITY = 1650
+TUNNEL_RULE_PRIORITY = 1700
+DEFAULT_MTU = 1450  # a 1500 underlay minus the VXLAN/Geneve header; above the tunnel MTU (1340)
+
+
+def _short(name):
+    return hashlib.sha256(name.encode()).hexdigest()[:8]
+
+
+def node_link_name(gateway_host):
+    """The link on a node towards a gateway host."""
+    return "lovg" + _short(gateway_host)
+
+
+def gateway_link_name(node):
+    """The link on a gateway host towards a node."""
+    return "lovn" + _short(node)
+
+
+def _internal_ip(node):
+    for addr in (node.get("status") or {}).get("addresses") or []:
+        if addr.get("type") == "InternalIP":
+            return addr.get("address")
+    return None
+
+
+def assign_internal_ips(nodes, internal_cidr):
+    """{node name: internal IP} keeping valid unique annotations, allocating the lowest free address
+    (from .2) to the others, in name order. Returns (assignment, {name: new ip} to annotate)."""
+    net = ipaddress.ip_network(internal_cidr)
+    taken, assigned, new = set(), {}, {}
+    for node in sorted(nodes, key=lambda n: n["metadata"]["name"]):
+        ip = ((node["metadata"].get("annotations") or {}).get(INTERNAL_IP_ANNOTATION))
+        try:
+            addr = ipaddress.ip_address(ip) if ip else None
+        except ValueError:
+            addr = None
+        if addr is not None and addr in net and addr not in taken and int(addr) - int(net.network_address) >= 2 \
+                and addr != net.broadcast_address:
+            taken.add(addr)
+            assigned[node["metadata"]["name"]] = str(addr)
+    candidate = int(net.network_address) + 2
+    for node in sorted(nodes, key=lambda n: n["metadata"]["name"]):
+        name = node["metadata"]["name"]
+        if name in assigned:
+            continue
+        while ipaddress.ip_address(candidate) in taken:
+            candidate += 1
+        addr = ipaddress.ip_address(candidate)
+        if addr not in net or addr == net.broadcast_address:
+            raise ValueError("internal_cidr: %s has no free address left for node %s" % (internal_cidr, name))
+        taken.add(addr)
+        assigned[name] = new[name] = str(addr)
+    return assigned, new
+
+
+def plan(nodes, pods, gateway_hosts, active_gateway, remote_cidrs, tunnel_interfaces, internal_cidr,
+         link_type="auto", mtu=DEFAULT_MTU, masquerade_bypass=True, local_pod_cidrs=()):
+    """Per-host desired state: {"assign": {...}, "annotate": {...}, "hosts": {node: {...}}}.
+
+    `gateway_hosts`: names of the nodes that can host the gateway (sorted; active first is not required);
+    `active_gateway`: the one in charge now (must be one of them); `remote_cidrs`: remapped pod CIDRs of all
+    peered clusters; `tunnel_interfaces`: the WireGuard interfaces on the active gateway host."""
+    by_name = {n["metadata"]["name"]: n for n in nodes}
+    gateway_hosts = sorted(g for g in gateway_hosts if g in by_name)
+    if not active_gateway:
+        gateway_hosts = []  # nothing to reach: no links, routes or rules anywhere
+    if active_gateway and active_gateway not in gateway_hosts:
+        raise ValueError("active_gateway: %r is not one of the gateway hosts %s" % (active_gateway, gateway_hosts))
+    assign, annotate = assign_internal_ips(nodes, internal_cidr)
+    base = int(ipaddress.ip_network(internal_cidr).network_address)
+    underlay = {name: _internal_ip(n) for name, n in by_name.items()}
+    missing = sorted(name for name, ip in underlay.items() if not ip)
+    if missing:
+        raise ValueError("nodes %s: no InternalIP in status.addresses" % ", ".join(missing))
+
+    def vni(gateway, node):
+        return 65536 * (gateway_hosts.index(gateway) + 1) + (int(ipaddress.ip_address(assign[node])) - base)
+
+    def link(name, vni_, remote, local, address, peer):
+        return {"name": name, "type": link_type, "vni": vni_, "remotes": [remote], "local": local, "mtu": mtu,
+                "addresses": ["%s/32" % address], "peer": peer}
+
+    pods_by_node = {}
+    for pod in pods:
+        status, spec = pod.get("status") or {}, pod.get("spec") or {}
+        if spec.get("nodeName") and status.get("podIP") and status.get("phase") == "Running" \
+                and status.get("podIP") != status.get("hostIP"):  # hostNetwork pods ride the node's routes
+            pods_by_node.setdefault(spec["nodeName"], []).append(status["podIP"])
+
+    hosts = {}
+    for name in sorted(by_name):
+        host = {"internal_ip": assign[name], "links": [], "routes": [], "rules": [], "bypass": [],
+                "role": "gateway" if name == active_gateway else "node"}
+        # links towards every gateway host (as a node)
+        for gw in gateway_hosts:
+            if gw != name:
+                host["links"].append(link(node_link_name(gw), vni(gw, name), underlay[gw], underlay[name], assign[name],
+                                          assign[gw]))
+        # links towards every node (as a gateway host, active or standby)
+        if name in gateway_hosts:
+            for other in sorted(by_name):
+                if other != name:
+                    host["links"].append(link(gateway_link_name(other), vni(name, other), underlay[other],
+                                              underlay[name], assign[name], assign[other]))
+        if name == active_gateway:
+            for other in sorted(pods_by_node):
+                if other == name or other not in by_name:
+                    continue
+                for ip in sorted(pods_by_node[other], key=lambda a: ipaddress.ip_address(a)):
+                    host["routes"].append({"dst": "%s/32" % ip, "via": assign[other], "dev": gateway_link_name(other),
+                                           "onlink": True})
+            host["rules"] = [{"priority": TUNNEL_RULE_PRIORITY, "iif": t, "table": TABLE} for t in sorted(tunnel_interfaces)]
+        elif active_gateway:
+            src = _pod_gateway_address(by_name[name])
+            for cidr in sorted(remote_cidrs):
+                route = {"dst": cidr, "via": assign[active_gateway], "dev": node_link_name(active_gateway), "onlink": True}
+                if src:
+                    route["src"] = src
+                host["routes"].append(route)
+            host["rules"] = [{"priority": NODE_RULE_PRIORITY, "to": cidr, "table": TABLE} for cidr in sorted(remote_cidrs)]
+        if masquerade_bypass and active_gateway and name != active_gateway:
+            host["bypass"] = [{"saddr": p, "daddr": cidr} for p in local_pod_cidrs for cidr in sorted(remote_cidrs)]
+        # The peers' internal addresses through their links, selected for that range only: without them
+        # reverse-path filtering (and ARP, which it also checks) refuses what comes over the overlay.
+        if host["links"]:
+            host["routes"] = [{"dst": "%s/32" % l.pop("peer"), "dev": l["name"], "scope": "link"}
+                              for l in host["links"]] + host["routes"]
+            host["rules"] = [{"priority": INTERNAL_RULE_PRIORITY, "to": internal_cidr, "table": TABLE}] + host["rules"]
+        hosts[name] = host
+    return {"assign": assign, "annotate": annotate, "hosts": hosts, "active_gateway": active_gateway,
+            "gateway_hosts": gateway_hosts}
+
+
+def _pod_gateway_address(node):
+    """The node's own address in its pod range (the first host of spec.podCIDR, where bridge CNIs put it):
+    the source of the node's cross-cluster traffic, so the remote side sees a (remapped) pod address."""
+    cidr = (node.get("spec") or {}).get("podCIDR")
+    if not cidr:
+        return None
+    net = ipaddress.ip_network(cidr, strict=False)
+    return str(net.network_address + 1) if net.num_addresses > 2 else None

@@ -1,0 +1,164 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, liqo.fabric developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: overlay_plan
+short_description: Plan the in-cluster overlay (links, routes, rules) of every node of a cluster
+version_added: 0.1.0
+description:
+  - Reads the cluster's Nodes, running Pods, Configurations (remapped remote pod CIDRs) and gateways, and
+    returns for every node the overlay links (one per node and gateway host pair, Geneve or VXLAN), the routes
+    of table 18952 and the policy rules it must hold, plus the symmetric routes of the active gateway host.
+  - Gives every node an internal address from the internal CIDR, recorded in its annotation
+    C(networking.liqo.io/internal-ip) so it never changes and never collides.
+author: liqo.fabric developers (@liqo-fabric)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+    details: In check mode new internal addresses are planned but not recorded.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+options:
+  kubeconfig:
+    description: Path of the cluster's kubeconfig; without it the in-cluster service account is used.
+    type: path
+  context:
+    description: Kubeconfig context.
+    type: str
+  gateway_hosts:
+    description: Nodes that can host the gateway. Default the nodes labelled C(liqo.io/gateway-host=true).
+    type: list
+    elements: str
+  active_gateway:
+    description: The gateway host in charge. Default the first of O(gateway_hosts) in name order.
+    type: str
+  link_type:
+    description: Overlay link kind; V(auto) is Geneve where the kernel has it, VXLAN otherwise.
+    type: str
+    choices: [auto, geneve, vxlan]
+    default: auto
+  mtu:
+    description: MTU of the overlay links (must exceed the tunnel MTU).
+    type: int
+    default: 1450
+  masquerade_bypass:
+    description: Plan the rules that keep a CNI masquerade away from pod traffic to the remote clusters.
+    type: bool
+    default: true
+"""
+
+EXAMPLES = r"""
+- name: Plan the overlay
+  liqo.fabric.overlay_plan:
+    kubeconfig: /etc/liqo/kubeconfig
+  delegate_to: localhost
+  run_once: true
+  register: overlay
+"""
+
+RETURN = r"""
+hosts:
+  description: Per node name, its C(links), C(routes) (table 18952), C(rules), C(bypass) and C(role).
+  returned: always
+  type: dict
+assign:
+  description: Internal address of every node.
+  returned: always
+  type: dict
+annotated:
+  description: Nodes that got a new internal address (recorded in their annotation unless in check mode).
+  returned: always
+  type: dict
+active_gateway:
+  description: The gateway host in charge.
+  returned: always
+  type: str
+remote_cidrs:
+  description: The remapped remote pod CIDRs routed through the gateway.
+  returned: always
+  type: list
+  elements: str
+"""
+
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import (
+    LIQO_NAMESPACE, REMOTE_CLUSTER_ID_LABEL, ApiException, Kube, KubeError)
+from ansible_collections.liqo.fabric.plugins.module_utils.gateway import KINDS, gateway_id, interface_name
+from ansible_collections.liqo.fabric.plugins.module_utils.overlay_plan import INTERNAL_IP_ANNOTATION, plan
+
+GATEWAY_LABEL = "liqo.io/gateway-host"
+
+
+def gather(kube):
+    nodes = kube.list("Node")
+    pods = kube.list("Pod")
+    cluster_id = kube.cluster_id()
+    tunnels, peers = [], set()
+    for kind in KINDS:
+        for gw in kube.list(kind):
+            tunnels.append(interface_name(gateway_id(cluster_id, gw["metadata"]["namespace"], gw["metadata"]["name"], kind)))
+            peers.add((gw["metadata"].get("labels") or {}).get(REMOTE_CLUSTER_ID_LABEL))
+    # only the remote clusters this cluster has a gateway to: a Configuration alone routes nothing
+    remote = sorted({((c.get("status") or {}).get("remote") or {}).get("cidr", {}).get("pod")
+                     for c in kube.list("Configuration")
+                     if (c["metadata"].get("labels") or {}).get(REMOTE_CLUSTER_ID_LABEL) in peers} - {None})
+    net = (kube.get("ConfigMap", LIQO_NAMESPACE, "liqo-fabric-network") or {}).get("data") or {}
+    return nodes, pods, remote, tunnels, net
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            kubeconfig=dict(type="path"),
+            context=dict(type="str"),
+            gateway_hosts=dict(type="list", elements="str"),
+            active_gateway=dict(type="str"),
+            link_type=dict(type="str", choices=["auto", "geneve", "vxlan"], default="auto"),
+            mtu=dict(type="int", default=1450),
+            masquerade_bypass=dict(type="bool", default=True),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    try:
+        kube = Kube(p["kubeconfig"], p["context"])
+        try:
+            nodes, pods, remote, tunnels, net = gather(kube)
+            gateways = p["gateway_hosts"]
+            if gateways is None:
+                gateways = [n["metadata"]["name"] for n in nodes
+                            if (n["metadata"].get("labels") or {}).get(GATEWAY_LABEL) == "true"]
+            active = p["active_gateway"] or (sorted(gateways)[0] if gateways else None)
+            if not tunnels:  # no gateway in the cluster: no overlay at all (nothing left after disconnect)
+                gateways, active = [], None
+            try:
+                result = plan(nodes, pods, gateways, active, remote, tunnels, net.get("internalCIDR") or "10.80.0.0/16",
+                              p["link_type"], p["mtu"], p["masquerade_bypass"],
+                              [c for c in (net.get("podCIDR") or "").split(",") if c])
+            except ValueError as exc:
+                module.fail_json(msg=str(exc))
+            if result["annotate"] and not module.check_mode:
+                for name, ip in result["annotate"].items():
+                    kube.patch("Node", None, name, {"metadata": {"annotations": {INTERNAL_IP_ANNOTATION: ip}}})
+        finally:
+            kube.close()
+    except KubeError as exc:
+        module.fail_json(msg=str(exc))
+    except ApiException as exc:
+        module.fail_json(msg="Kubernetes API error: %s" % exc, exception=traceback.format_exc())
+    module.exit_json(changed=bool(result["annotate"]), hosts=result["hosts"], assign=result["assign"],
+                     annotated=result["annotate"], active_gateway=active, remote_cidrs=remote)
+
+
+if __name__ == "__main__":
+    main()

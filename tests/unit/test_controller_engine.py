@@ -1,0 +1,251 @@
+"""Pure parts of the controller: work queue, watch map, conditions merge, hashes, durations, logs."""
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import threading
+
+import pytest
+from hypothesis import given, strategies as st
+
+from controller import hashing, logs, watchmap
+from controller.metrics import parse_duration_us
+from controller.runner import RunResult
+from controller.status import desired_conditions, merge_conditions, reason_word
+from controller.workqueue import PRIO_DRIFT, PRIO_EVENT, PRIO_RESYNC, WorkQueue
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+class Clock:
+    def __init__(self):
+        self.t = 1000.0
+
+    def __call__(self):
+        return self.t
+
+
+# ------------------------------------------------------------------------------------------ work queue
+def test_events_for_one_key_coalesce_and_debounce():
+    clk = Clock()
+    q = WorkQueue(debounce=0.2, clock=clk)
+    for i in range(10):
+        q.add("k", reason=f"e{i}")
+        clk.t += 0.05
+    assert q.depth() == 1
+    assert q.get(timeout=0) is None          # still inside the (re-armed) debounce window
+    clk.t += 0.2
+    item = q.get(timeout=0)
+    assert item.key == "k" and len(item.reasons) == 10
+
+
+def test_burst_is_dispatched_after_max_delay():
+    clk = Clock()
+    q = WorkQueue(debounce=0.2, max_delay=1.0, clock=clk)
+    q.add("k")
+    for _step in range(30):               # an event every 0.1 s forever would starve a pure trailing debounce
+        clk.t += 0.1
+        q.add("k")
+        if q.get(timeout=0):
+            break
+    assert clk.t - 1000.0 <= 1.05
+
+
+def test_priority_changes_before_drift_before_resync():
+    clk = Clock()
+    q = WorkQueue(debounce=0.0, clock=clk)
+    q.add("resync", priority=PRIO_RESYNC)
+    q.add("drift", priority=PRIO_DRIFT)
+    q.add("event", priority=PRIO_EVENT)
+    order = [q.get(timeout=0).key for _n in range(3)]
+    assert order == ["event", "drift", "resync"]
+
+
+def test_resync_upgraded_to_event_priority():
+    clk = Clock()
+    q = WorkQueue(debounce=0.0, clock=clk)
+    q.add("a", priority=PRIO_RESYNC)
+    q.add("b", priority=PRIO_RESYNC)
+    clk.t += 1
+    q.add("b", priority=PRIO_EVENT)
+    assert q.get(timeout=0).key == "b"
+
+
+def test_key_never_runs_twice_and_event_during_run_is_kept():
+    clk = Clock()
+    q = WorkQueue(debounce=0.0, clock=clk)
+    q.add("k")
+    first = q.get(timeout=0)
+    q.add("k", reason="while running")
+    assert q.get(timeout=0) is None          # k is running
+    q.done(first)
+    again = q.get(timeout=0)
+    assert again.key == "k" and "while running" in again.reasons
+
+
+def test_one_run_per_lock_key_others_proceed():
+    clk = Clock()
+    q = WorkQueue(debounce=0.0, clock=clk)
+    q.add("gw1", lock="host")
+    q.add("gw2", lock="host")
+    q.add("other", lock="elsewhere")
+    a = q.get(timeout=0)
+    b = q.get(timeout=0)
+    assert {a.key, b.key} == {"gw1", "other"}
+    assert q.get(timeout=0) is None           # gw2 waits for the host lock
+    q.done(a)
+    assert q.get(timeout=0).key == "gw2"
+
+
+def test_delay_and_eligibility():
+    clk = Clock()
+    q = WorkQueue(debounce=0.0, clock=clk)
+    q.add("retry", priority=PRIO_RESYNC, delay=5.0, force=True, attempts=2)
+    q.add("other-cluster", cluster="b")
+    assert q.get(timeout=0, eligible=lambda it: it.cluster != "b") is None
+    clk.t += 5
+    item = q.get(timeout=0, eligible=lambda it: it.cluster != "b")
+    assert item.key == "retry" and item.force and item.attempts == 2
+
+
+def test_blocking_get_wakes_on_add_and_close():
+    q = WorkQueue(debounce=0.0)
+    got = []
+    t = threading.Thread(target=lambda: got.append(q.get(timeout=5)))
+    t.start()
+    q.add("x")
+    t.join(5)
+    assert got and got[0].key == "x"
+    t = threading.Thread(target=lambda: got.append(q.get(timeout=5)))
+    t.start()
+    q.close()
+    t.join(5)
+    assert got[-1] is None
+
+
+# ------------------------------------------------------------------------------------------ watch map
+def test_shipped_watch_map_loads():
+    entries = {e.kind: e for e in watchmap.load(watchmap.DEFAULT_PATH)}
+    conf = entries["Configuration"]
+    assert conf.enabled and conf.grouped and conf.status
+    assert conf.work_key("a", {"metadata": {"name": "x", "namespace": "n"}}) == "a/ipam"
+    assert entries["Node"].key == entries["Pod"].key == "{cluster}/overlay"
+    gw = entries["GatewayServer"]
+    assert gw.lock_key("a", {"metadata": {"name": "s"}}) == "a/gateway-host"
+    assert [r.kind for r in gw.related] == ["PublicKey", "Configuration", "WgGatewayServerTemplate"]
+    assert gw.drift.call is not None and gw.finalizer
+
+
+@pytest.mark.parametrize("raw,field", [
+    ({"kind": "Nope"}, "watches[0].kind"),
+    ({"kind": "Configuration", "key": "{name}"}, "watches[0].key"),
+    ({"kind": "Configuration", "key": "{cluster}/{bogus}"}, "watches[0].key"),
+    ({"kind": "Configuration", "resync": -1}, "watches[0].resync"),
+    ({"kind": "PublicKey", "status": True}, "watches[0].status"),
+    ({"kind": "Configuration", "vars": {"kubeconfig": "x"}}, "watches[0].vars"),
+    ({"kind": "Configuration", "related": [{"kind": "PublicKey"}]}, "watches[0].related[0]"),
+    ({"kind": "Configuration", "related": [{"kind": "PublicKey", "labels": ["a"], "ref": "spec.x"}]}, "watches[0].related[0]"),
+    ({"kind": "Configuration", "drift": {"function": "nowhere.mod:fn"}}, "watches[0].drift.function"),
+    ({"kind": "Configuration", "finalizer": "a.io/x"}, "watches[0].finalizer"),
+    ({"kind": "Configuration", "modes": ["server"]}, "watches[0].modes"),
+    ({"kind": "Configuration", "surprise": 1}, "watches[0]"),
+])
+def test_watch_map_errors_name_the_field(raw, field):
+    with pytest.raises(watchmap.WatchMapError) as exc:
+        watchmap.parse([raw], None)
+    assert str(exc.value).startswith(field), str(exc.value)
+
+
+def test_missing_playbook_disables_entry(tmp_path):
+    (e,) = watchmap.parse([{"kind": "Configuration", "playbook": "absent.yml"}], str(tmp_path))
+    assert not e.enabled and "absent.yml" in e.disabled_reason
+
+
+def test_group_with_finalizer_rejected(tmp_path):
+    (tmp_path / "p.yml").write_text("[]")
+    with pytest.raises(watchmap.WatchMapError, match="finalizer"):
+        watchmap.parse([{"kind": "GatewayServer", "playbook": "p.yml", "key": "{cluster}/gw", "finalizer": "a.io/b",
+                         "finalizer_playbook": "p.yml"}], str(tmp_path))
+
+
+def test_get_field():
+    obj = {"spec": {"secretRef": {"name": "s"}}, "metadata": {"labels": {"a": "b"}}}
+    assert watchmap.get_field(obj, "spec.secretRef.name") == "s"
+    assert watchmap.get_field(obj, "spec.nothing.deeper") is None
+    assert watchmap.RESOURCES["PublicKey"].path("ns", "k") == "/apis/networking.liqo.io/v1beta1/namespaces/ns/publickeies/k"
+    assert watchmap.RESOURCES["Node"].path(None, "n1", "status") == "/api/v1/nodes/n1/status"
+
+
+# ------------------------------------------------------------------------------------------ conditions
+def test_merge_keeps_foreign_conditions_and_order():
+    current = [{"type": "NetworkCIDRsConfigured", "status": "True", "reason": "Allocated", "message": "m",
+                "lastTransitionTime": "2026-01-01T00:00:00Z"}]
+    out, changed, trans = merge_conditions(current, desired_conditions("ready", 3), 3, now="2026-02-02T00:00:00Z")
+    assert changed and out[0] == current[0]
+    assert [c["type"] for c in out] == ["NetworkCIDRsConfigured", "Ready", "Reconciling", "Degraded"]
+    assert all(c["observedGeneration"] == 3 for c in out[1:])
+    assert ("Ready", None, "True") in trans
+
+
+def test_merge_transition_time_moves_only_on_status_flip():
+    base = merge_conditions([], desired_conditions("ready", 1), 1, now="T1")[0]
+    same, changed, trans = merge_conditions(base, desired_conditions("ready", 1), 1, now="T2")
+    assert not changed and not trans and same == base
+    newgen, changed, trans = merge_conditions(base, desired_conditions("ready", 2), 2, now="T3")
+    assert changed and not trans and {c["lastTransitionTime"] for c in newgen} == {"T1"}
+    bad, changed, trans = merge_conditions(base, desired_conditions("degraded", 2, "task 'x' failed: spec.mtu"), 2, now="T4")
+    ready = next(c for c in bad if c["type"] == "Ready")
+    assert ready["status"] == "False" and ready["lastTransitionTime"] == "T4" and "spec.mtu" in ready["message"]
+    assert ("Degraded", "False", "True") in trans
+
+
+@given(st.text(max_size=40))
+def test_reason_word_is_always_valid(text):
+    import re  # pylint: disable=import-outside-toplevel
+    assert re.fullmatch(r"[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?", reason_word(text))
+
+
+# ------------------------------------------------------------------------------------------ hashes
+def test_digest_is_order_independent_for_maps_and_secret_digest_hides_data():
+    assert hashing.digest({"a": 1, "b": [1, 2]}) == hashing.digest({"b": [1, 2], "a": 1})
+    assert hashing.digest([1, 2]) != hashing.digest([2, 1])
+    d = hashing.secret_digest({"type": "Opaque", "data": {"privateKey": "c2VjcmV0"}})
+    assert "c2VjcmV0" not in d and d != hashing.secret_digest({"type": "Opaque", "data": {"privateKey": "b3RoZXI="}})
+    assert hashing.secret_digest(None) is None
+
+
+def test_role_version_changes_with_a_role_file(tmp_path):
+    (tmp_path / "roles" / "r" / "tasks").mkdir(parents=True)
+    (tmp_path / "playbooks").mkdir()
+    f = tmp_path / "roles" / "r" / "tasks" / "main.yml"
+    f.write_text("- debug: {}\n")
+    v1 = hashing.role_version(str(tmp_path))
+    assert hashing.role_version(str(tmp_path)) == v1
+    f.write_text("- debug: {msg: x}\n")
+    assert hashing.role_version(str(tmp_path)) != v1
+
+
+# ------------------------------------------------------------------------------------------ misc
+@pytest.mark.parametrize("text,us", [("1.2ms", 1200.0), ("850µs", 850.0), ("850us", 850.0), ("1m2.5s", 62_500_000.0),
+                                     ("3s", 3e6), ("", None), (None, None), ("12", None), ("1.2 ms", None)])
+def test_parse_duration_us(text, us):
+    assert parse_duration_us(text) == us
+
+
+def test_run_result_message_names_task_and_host():
+    r = RunResult(ok=False, status="failed", rc=2, duration=1.0, spawn_seconds=0.3, failed_task="Validate spec.mtu",
+                  failed_host="gw1", failed_msg="spec.mtu: 42 is too small")
+    assert r.message == "task 'Validate spec.mtu' on gw1 failed: spec.mtu: 42 is too small"
+    assert RunResult(ok=True, status="successful", rc=0, duration=1, spawn_seconds=0.2, changed=3).message == \
+        "applied (3 changed task(s))"
+
+
+def test_json_logs():
+    buf = io.StringIO()
+    logs.setup("info", stream=buf)
+    logging.getLogger("controller.test").info("hello", extra={"fields": {"cluster": "a", "n": 2}})
+    rec = json.loads(buf.getvalue().strip().splitlines()[-1])
+    assert rec["msg"] == "hello" and rec["cluster"] == "a" and rec["n"] == 2 and rec["level"] == "info"
+    logging.getLogger().handlers[:] = []
