@@ -91,7 +91,8 @@ def plan(gateway, configurations, public_keys, local_cluster_id, endpoint_addres
     out = {
         "kind": kind, "role": role, "name": name, "namespace": namespace, "uid": meta.get("uid"),
         "generation": meta.get("generation"), "remote_cluster_id": remote_id, "id": gid[:16],
-        "interface": interface_name(gid), "nat_table": "lfgw_" + gid[:12], "mark": mark, "table": mark, "rule_priority": RULE_PRIORITY,
+        "interface": interface_name(gid), "nat_table": "lfgw_" + gid[:12], "mark": mark, "table": mark,
+        "rule_priority": RULE_PRIORITY,
         "mtu": mtu, "listen_port": listen_port(gateway, gid), "transit_address": TRANSIT[role][0],
         "probe_address": TRANSIT[role][1], "secret_name": secret_name(kind, name), "public_key": local_public_key,
         "peer": None, "nat_tunnel": None, "remote": None, "ready": False, "waiting": None, "error": None,

@@ -150,9 +150,18 @@ def plan(nodes, pods, gateway_hosts, active_gateway, remote_cidrs, tunnel_interf
             host["bypass"] = [{"saddr": p, "daddr": cidr} for p in local_pod_cidrs for cidr in sorted(remote_cidrs)]
         # The peers' internal addresses through their links, selected for that range only: without them
         # reverse-path filtering (and ARP, which it also checks) refuses what comes over the overlay.
+        # Two gateway hosts are joined by two links (each is the other's node); the one in use is the active
+        # gateway's node-facing link on the active host, the link towards the active gateway elsewhere.
         if host["links"]:
-            host["routes"] = [{"dst": "%s/32" % l.pop("peer"), "dev": l["name"], "scope": "link"}
-                              for l in host["links"]] + host["routes"]
+            first = "lovn" if name == active_gateway else "lovg"
+            peers = {}
+            for l in sorted(host["links"], key=lambda x: not x["name"].startswith(first)):
+                peers.setdefault(l["peer"], l["name"])
+            for l in host["links"]:
+                del l["peer"]
+            host["routes"] = [{"dst": "%s/32" % ip, "dev": dev, "scope": "link"}
+                              for ip, dev in sorted(peers.items(), key=lambda kv: ipaddress.ip_address(kv[0]))] \
+                + host["routes"]
             host["rules"] = [{"priority": INTERNAL_RULE_PRIORITY, "to": internal_cidr, "table": TABLE}] + host["rules"]
         hosts[name] = host
     return {"assign": assign, "annotate": annotate, "hosts": hosts, "active_gateway": active_gateway,

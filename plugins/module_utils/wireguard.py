@@ -1116,13 +1116,16 @@ def ensure_absent(name, check_mode=False, run_dir=RUN_DIR, binary=WIREGUARD_GO):
         link = read_link(ipr, name)
         us = UserspaceBackend(name, run_dir, binary)
         if link is None:
+            gone = {"name": name, "state": "absent"}
             if us.socket_live():
-                us.running(link)  # raises: the name belongs to another netns
+                # a live interface of this name in another network namespace: absent here, and not ours to
+                # touch (a gateway that moved to another host of the same machine keeps its name)
+                return {"changed": False, "backend": None, "elsewhere": True,
+                        "diff": {"before": dict(gone), "after": dict(gone)}}
             leftovers = [p for p in (us.pid_path, us.log_path, us.sock_path) if os.path.exists(p)]
             if leftovers and not check_mode:
                 for p in leftovers:
                     os.unlink(p)
-            gone = {"name": name, "state": "absent"}
             return {"changed": bool(leftovers), "backend": None, "diff": {"before": dict(gone), "after": dict(gone)}}
         be = choose_backend(name, link, run_dir=run_dir, binary=binary)
         current = be.read() if be.running(link) else None

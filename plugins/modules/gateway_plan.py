@@ -57,7 +57,7 @@ options:
   include_private_keys:
     description:
       - Also return RV(private_keys) for configuring the WireGuard interfaces. The task must then have
-        C(no_log: true); the module refuses otherwise.
+        C(no_log=true); the module refuses otherwise.
     type: bool
     default: false
 notes:

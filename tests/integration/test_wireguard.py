@@ -224,9 +224,11 @@ def test_name_used_in_another_netns_is_refused(wg_names):
     r = run_module("liqo.fabric.wireguard_interface", args, netns=b)
     assert r.get("failed") and "another network namespace" in r["msg"]
     assert not link_exists(b, ifa) and link_exists(a, ifa)
-    # and absent from the wrong namespace does not touch it
+    # absent from another namespace is true there: unchanged, and the other namespace's interface, its
+    # process and socket are untouched (a gateway that moved keeps its name)
     r = run_module("liqo.fabric.wireguard_interface", {"name": ifa, "state": "absent"}, netns=b)
-    assert r.get("failed") and link_exists(a, ifa)
+    assert not r.get("failed") and not r["changed"] and link_exists(a, ifa)
+    assert os.path.exists(f"{RUN_DIR}/{ifa}.sock") and os.path.exists(f"{RUN_DIR}/{ifa}.pid")
 
 
 def test_keypair_module(tmp_path):

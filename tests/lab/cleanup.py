@@ -104,6 +104,11 @@ def _wireguard_go_ifname(pid: int) -> str | None:
     return args[0] if args else None
 
 
+def kill_in_netns(spaces: list[str]) -> None:
+    """Stops the processes living in these namespaces (the lab started them, or the fabric did in them)."""
+    _kill(sorted({pid for n in spaces for pid in netns.pids_in_netns(n)}))
+
+
 def clean_prefix(prefix: str, directory: str | None = None) -> dict:
     """Removes every lab object whose name starts with `prefix`; returns what was removed."""
     removed = {"processes": [], "netns": [], "sockets": [], "dirs": []}

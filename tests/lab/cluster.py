@@ -14,7 +14,7 @@ import time
 from tests.lab import cleanup, names, netns
 from tests.lab.apiserver import ApiServer
 from tests.lab.kube import LabKube
-from tests.lab.topology import NodePlan, plan_cluster
+from tests.lab.topology import NodePlan, PodPlan, plan_cluster
 from tests.lab.wan import LabWan
 
 
@@ -43,6 +43,7 @@ class LabCluster:
         self.cluster_id = ""
         self.timings: dict[str, float] = {}
         self._kube: LabKube | None = None
+        self.on_change = None  # set by Lab: rewrites the inventory when nodes come and go
 
     # -- properties -------------------------------------------------------------------------------
     @property
@@ -52,6 +53,11 @@ class LabCluster:
     @property
     def switch_netns(self) -> str:
         return f"{self.prefix}-{self.name}-sw"
+
+    @property
+    def underlay_router(self) -> str:
+        import ipaddress  # pylint: disable=import-outside-toplevel
+        return str(ipaddress.ip_network(self.underlay_cidr).network_address + 1)
 
     @property
     def gateway_nodes(self) -> list[NodePlan]:
@@ -109,25 +115,11 @@ class LabCluster:
         if self.wan:
             netns.ip_batch([c for n in self.gateway_nodes for c in self.wan.port_commands(n.wan_port)],
                            netns=self.wan.netns)
-        plen = self.underlay_cidr.split("/")[1]
         for node in self.nodes:
-            cmds = ["link set lo up", f"addr add {node.underlay_ip}/{plen} dev eth0", "link set eth0 up",
-                    "link add cni0 type bridge", f"addr add {node.bridge_ip}/{node.pod_cidr.split('/')[1]} dev cni0",
-                    "link set cni0 up"]
-            for pod in node.pods:
-                cmds += [f"link set {pod.host_veth} master cni0", f"link set {pod.host_veth} up"]
-            for other in self.nodes:  # host-gw: other nodes' pod slices via their underlay address
-                if other is not node:
-                    cmds.append(f"route add {other.pod_cidr} via {other.underlay_ip} dev eth0")
-            if node.gateway:
-                cmds += [f"addr add {node.wan_ip} dev wan0", "link set wan0 up"]
-            netns.ip_batch(cmds, netns=node.netns)
-            netns.sysctl_in(node.netns, {"net.ipv4.ip_forward": "1"})
+            self._configure_node(node)
         for node in self.nodes:
-            mask = node.pod_cidr.split("/")[1]
             for pod in node.pods:
-                netns.ip_batch(["link set lo up", f"addr add {pod.ip}/{mask} dev eth0", "link set eth0 up",
-                                f"route add default via {node.bridge_ip} dev eth0"], netns=pod.netns)
+                self._configure_pod(pod, node)
         self.timings["dataplane"] = time.monotonic() - t0
 
     def register(self) -> None:
@@ -153,6 +145,91 @@ class LabCluster:
 
     def __exit__(self, *exc):
         self.down()
+
+    # -- changing the cluster while it runs (a node joins or leaves, a pod is scheduled or deleted) ----
+    def add_node(self, pods: int = 1) -> NodePlan:
+        """A new node (netns on the underlay, its own pod slice, host-gw routes both ways) with `pods`
+        pods, registered in the apiserver."""
+        import ipaddress  # pylint: disable=import-outside-toplevel
+        i = max(n.index for n in self.nodes) + 1
+        plan = plan_cluster(self.prefix, self.name, self.pod_cidr, self.underlay_cidr, i + 1, pods, 0)[i]
+        self.nodes.append(plan)
+        netns.create_netns([plan.netns] + [p.netns for p in plan.pods])
+        netns.ip_batch([f"link add name eth0 netns {plan.netns} type veth peer name {plan.underlay_port} "
+                        f"netns {self.switch_netns}"]
+                       + [f"link add name eth0 netns {p.netns} type veth peer name {p.host_veth} netns {plan.netns}"
+                          for p in plan.pods])
+        netns.ip_batch([f"link set {plan.underlay_port} master br0", f"link set {plan.underlay_port} up"],
+                       netns=self.switch_netns)
+        self._configure_node(plan)
+        for other in self.nodes:
+            if other is not plan:
+                netns.ip_batch([f"route add {plan.pod_cidr} via {plan.underlay_ip} dev eth0"], netns=other.netns)
+        for pod in plan.pods:
+            self._configure_pod(pod, plan)
+        self.kube.register_nodes([plan])
+        self.kube.register_pods([plan])
+        assert ipaddress.ip_network(plan.pod_cidr).subnet_of(ipaddress.ip_network(self.pod_cidr))
+        if self.on_change:
+            self.on_change()
+        return plan
+
+    def remove_node(self, name: str) -> None:
+        plan = self.node(name)
+        for pod in list(plan.pods):
+            self.remove_pod(pod.name)
+        self.kube.delete_node(name)
+        for other in self.nodes:
+            if other is not plan:
+                netns.ip_batch([f"route del {plan.pod_cidr} via {plan.underlay_ip} dev eth0"], netns=other.netns)
+        cleanup.kill_in_netns([plan.netns])
+        netns.delete_netns([plan.netns])  # and with it the veth to the switch
+        self.nodes.remove(plan)
+        if self.on_change:
+            self.on_change()
+
+    def add_pod(self, node_name: str) -> PodPlan:
+        node = self.node(node_name)
+        j = max([int(p.host_veth[4:]) for p in node.pods] + [0]) + 1
+        plan = plan_cluster(self.prefix, self.name, self.pod_cidr, self.underlay_cidr, node.index + 1, j, 0)[node.index].pods[j - 1]
+        node.pods.append(plan)
+        netns.create_netns([plan.netns])
+        netns.ip_batch([f"link add name eth0 netns {plan.netns} type veth peer name {plan.host_veth} netns {node.netns}"])
+        netns.ip_batch([f"link set {plan.host_veth} master cni0", f"link set {plan.host_veth} up"], netns=node.netns)
+        self._configure_pod(plan, node)
+        self.kube.register_pods([NodePlan(**{**node.__dict__, "pods": [plan]})])
+        return plan
+
+    def remove_pod(self, name: str) -> None:
+        node = next(n for n in self.nodes if any(p.name == name for p in n.pods))
+        plan = next(p for p in node.pods if p.name == name)
+        self.kube.delete_pod(name)
+        netns.delete_netns([plan.netns])
+        node.pods.remove(plan)
+
+    def _configure_node(self, node: NodePlan) -> None:
+        plen = self.underlay_cidr.split("/")[1]
+        cmds = ["link set lo up", f"addr add {node.underlay_ip}/{plen} dev eth0", "link set eth0 up",
+                "link add cni0 type bridge", f"addr add {node.bridge_ip}/{node.pod_cidr.split('/')[1]} dev cni0",
+                "link set cni0 up"]
+        for pod in node.pods:
+            cmds += [f"link set {pod.host_veth} master cni0", f"link set {pod.host_veth} up"]
+        for other in self.nodes:  # host-gw: other nodes' pod slices via their underlay address
+            if other is not node:
+                cmds.append(f"route add {other.pod_cidr} via {other.underlay_ip} dev eth0")
+        # Like a real node, a default route (to the underlay's router address .1, which nobody holds: what
+        # takes it dies in ARP inside the lab's own switch, nothing ever leaves the lab)
+        cmds.append(f"route add default via {self.underlay_router} dev eth0")
+        if node.gateway:
+            cmds += [f"addr add {node.wan_ip} dev wan0", "link set wan0 up"]
+        netns.ip_batch(cmds, netns=node.netns)
+        netns.sysctl_in(node.netns, {"net.ipv4.ip_forward": "1"})
+
+    @staticmethod
+    def _configure_pod(pod: PodPlan, node: NodePlan) -> None:
+        mask = node.pod_cidr.split("/")[1]
+        netns.ip_batch(["link set lo up", f"addr add {pod.ip}/{mask} dev eth0", "link set eth0 up",
+                        f"route add default via {node.bridge_ip} dev eth0"], netns=pod.netns)
 
     # -- conveniences for tests and the demo ------------------------------------------------------
     def exec_in(self, ns: str, argv, **kw):

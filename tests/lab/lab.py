@@ -32,6 +32,7 @@ class Lab:
             kw = {**defaults, **spec}
             kw.setdefault("underlay_cidr", f"172.30.{i}.0/24")
             self.clusters[kw["name"]] = LabCluster(wan=self.wan, lab_id=self.lab_id, workdir=self.workdir, **kw)
+            self.clusters[kw["name"]].on_change = self._changed
         self.inventory_path = os.path.join(self.workdir, "inventory.yml")
         self.timings: dict[str, float] = {}
 
@@ -77,6 +78,10 @@ class Lab:
 
     def __exit__(self, *exc):
         self.down()
+
+    def _changed(self) -> None:
+        self._write_inventory()
+        self._write_state()
 
     def inventory(self) -> dict:
         children = {}

@@ -1,0 +1,311 @@
+"""Node overlay benchmarks, measured in one run on one lab: clusters A and B, both 10.243.0.0/16, three nodes
+and one pod per node each; A has two gateway hosts (a-node-1 active, a-node-2 standby), so a-node-3 is A's
+only node that never hosts the gateway. `connect` builds the gateways and the overlay on every node.
+
+1. TCP throughput pod -> pod across the clusters through the overlay (client pod on a-node-3, server pod on
+   b-node-2, target = B's pod at A's remapped address: pod veth, VXLAN/Geneve to A's gateway, WireGuard,
+   NAT, overlay to b-node-2) against the raw tunnel between the two gateway hosts (iperf3 bound to the
+   tunnel's transit addresses 169.254.18.x), alternating runs, medians of 3 x 5 s: ratio target >= 0.95.
+2. RTT pod -> pod minus RTT gateway -> gateway over the transit addresses, medians of 50 pings at 20 ms:
+   target < 0.15 ms.
+3. Symmetric routes for 10,000 pods without 10,000 real pods: overlay_plan.plan() on 10,000 synthetic
+   Running pods over three nodes, then routing.sync_route_table() of the active gateway's table 18952 in a
+   throwaway netns holding veth links named like the plan's `lovn*` links: reconcile (target < 2 s), rerun
+   with no change (target < 1 s and zero kernel writes). Plus the wall time of the real
+   `reconcile_overlay.yml` on the lab's cluster A for comparison.
+4. Failover: a ping every 50 ms from A's pod on a-node-3 to B's pod while `reconcile_gateway.yml` moves the
+   gateway to a-node-2 and `reconcile_overlay.yml` re-points every node to it; the outage is the longest gap
+   between two replies (target < 3 s), and traffic must resume.
+
+Every process started here is stopped by its PID; the throwaway netns carries the lab prefix.
+"""
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import tempfile
+import time
+
+from tests.benchmarks.report import figure, ratio
+from tests.e2e import fabric
+from tests.e2e.fabric import get, translate
+from tests.lab import Lab, netns
+
+# importable once tests.conftest (through tests.e2e.fabric) has put build/collections on sys.path
+from ansible_collections.liqo.fabric.plugins.module_utils import overlay_plan, routing  # noqa: E402
+
+RUNS = 3
+SECONDS = 5
+PINGS = 50
+IPERF_PORT = 5311
+TRANSIT_SERVER, TRANSIT_CLIENT = "169.254.18.1", "169.254.18.2"  # GatewayServer (B) / GatewayClient (A)
+SYNTH_PODS = 10_000
+SYNTH_NODES = 3
+TABLE = 18952
+
+
+# --- measuring helpers ---------------------------------------------------------------------------------
+
+def iperf(client_ns: str, address: str, port: int, bind: str | None = None) -> float:
+    """Receiver-side throughput in Mbit/s of one SECONDS-long TCP run."""
+    argv = ["iperf3", "-c", address, "-p", str(port), "-t", str(SECONDS), "-J"]
+    if bind:
+        argv += ["-B", bind]
+    proc = netns.exec_in(client_ns, argv, check=False, timeout=SECONDS + 30)
+    try:
+        data = json.loads(proc.stdout or "{}")
+    except ValueError:
+        data = {"error": proc.stdout[-500:]}
+    if proc.returncode != 0 or "error" in data:
+        raise RuntimeError(f"iperf3 {client_ns} -> {address}:{port}: {data.get('error') or proc.stderr}")
+    return data["end"]["sum_received"]["bits_per_second"] / 1e6
+
+
+def ping_median(client_ns: str, address: str) -> float:
+    """Median RTT in ms of PINGS pings 20 ms apart (every reply counted, not the summary's average)."""
+    proc = netns.exec_in(client_ns, ["ping", "-n", "-c", str(PINGS), "-i", "0.02", "-W", "1", address],
+                         check=False, timeout=60)
+    rtts = [float(m) for m in re.findall(r"time=([\d.]+) ms", proc.stdout)]
+    if len(rtts) < PINGS * 0.9:
+        raise RuntimeError(f"ping {client_ns} -> {address}: {len(rtts)}/{PINGS} replies\n{proc.stdout[-500:]}")
+    return statistics.median(rtts)
+
+
+class Background:
+    """A process in a netns, stopped by its PID (SIGINT first, so ping prints its summary)."""
+
+    def __init__(self, ns: str, argv: list[str], **kw):
+        self.proc = netns.popen_in(ns, argv, **kw)
+
+    def stop(self, sig=signal.SIGINT) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+
+
+class IperfServer(Background):
+    def __init__(self, ns: str, port: int, bind: str | None = None):
+        argv = ["iperf3", "-s", "-p", str(port)] + (["-B", bind] if bind else [])
+        super().__init__(ns, argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            if netns.exec_in(ns, ["ss", "-Hltn", f"sport = :{port}"], check=False).stdout.strip():
+                return
+            time.sleep(0.05)
+        self.stop(signal.SIGTERM)
+        raise RuntimeError(f"iperf3 server in {ns} did not start")
+
+
+def timed_playbook(lab, name: str, **extra) -> float:
+    t0 = time.monotonic()
+    fabric.playbook(name, lab.inventory_path, **extra)
+    return time.monotonic() - t0
+
+
+# --- 1 + 2: throughput and latency -----------------------------------------------------------------------
+
+def measure_path(lab, client_pod, server_pod, target, gw_a, gw_b) -> None:
+    servers = []
+    try:
+        servers = [IperfServer(server_pod.netns, IPERF_PORT), IperfServer(gw_b.netns, IPERF_PORT + 1, TRANSIT_SERVER)]
+        fabric.wait_for(lambda: lab["a"].ping(client_pod.netns, target), 15, what="pod -> remote pod over the overlay")
+        fabric.wait_for(lambda: lab["a"].ping(gw_a.netns, TRANSIT_SERVER), 5, what="gateway -> gateway transit")
+        pods, gws = [], []
+        for _ in range(RUNS):  # alternating, so both see the same machine load
+            pods.append(iperf(client_pod.netns, target, IPERF_PORT))
+            gws.append(iperf(gw_a.netns, TRANSIT_SERVER, IPERF_PORT + 1, bind=TRANSIT_CLIENT))
+        rtt_pod = ping_median(client_pod.netns, target)
+        rtt_gw = ping_median(gw_a.netns, TRANSIT_SERVER)
+    finally:
+        for server in servers:
+            server.stop(signal.SIGTERM)
+    print("  runs (Mbit/s): pod -> pod " + ", ".join(f"{v:.0f}" for v in pods)
+          + "; gateway -> gateway " + ", ".join(f"{v:.0f}" for v in gws))
+    m_pod, m_gw = statistics.median(pods), statistics.median(gws)
+    figure(f"TCP pod (a-node-3) -> pod (b-node-2) remapped, median {RUNS} x {SECONDS} s", m_pod, "Mbit/s")
+    figure("baseline: TCP gateway -> gateway over the tunnel (transit addrs)", m_gw, "Mbit/s")
+    ratio("pod-to-pod / gateway-to-gateway throughput", m_pod, m_gw, target=0.95, higher_is_better=True)
+    figure(f"RTT pod -> remote pod, median of {PINGS}", rtt_pod, "ms")
+    figure(f"baseline: RTT gateway -> gateway over the tunnel, median of {PINGS}", rtt_gw, "ms")
+    figure("RTT pod-to-pod minus gateway-to-gateway", rtt_pod - rtt_gw, "ms", target=0.15)
+
+
+# --- 3: 10,000 pods -------------------------------------------------------------------------------------
+
+def synthetic_cluster(pods: int, nodes: int):
+    """Nodes with InternalIPs and /18 pod ranges, and `pods` Running pods spread round-robin over them."""
+    node_objs = []
+    for i in range(nodes):
+        node_objs.append({"metadata": {"name": f"s-node-{i + 1}", "annotations": {}, "labels": {}},
+                          "spec": {"podCIDR": f"10.243.{64 * i}.0/18"},
+                          "status": {"addresses": [{"type": "InternalIP", "address": f"172.31.0.{i + 2}"}]}})
+    pod_objs = []
+    for k in range(pods):
+        i = k % nodes
+        ip = ipaddress.ip_address(f"10.243.{64 * i}.0") + 2 + k // nodes
+        pod_objs.append({"metadata": {"name": f"p{k}", "namespace": "default"},
+                         "spec": {"nodeName": f"s-node-{i + 1}"},
+                         "status": {"phase": "Running", "podIP": str(ip), "hostIP": f"172.31.0.{i + 2}"}})
+    return node_objs, pod_objs
+
+
+def measure_10k(lab_prefix: str) -> None:
+    nodes, pods = synthetic_cluster(SYNTH_PODS, SYNTH_NODES)
+    args = dict(nodes=nodes, pods=pods, gateway_hosts=["s-node-1"], active_gateway="s-node-1",
+                remote_cidrs=["10.71.0.0/16"], tunnel_interfaces=[f"{lab_prefix}wg0"], internal_cidr="10.80.0.0/16",
+                local_pod_cidrs=["10.243.0.0/16"])
+    t0 = time.monotonic()
+    planned = overlay_plan.plan(**args)
+    t_plan = time.monotonic() - t0
+    gw = planned["hosts"]["s-node-1"]
+    sym = [r for r in gw["routes"] if r["dst"].startswith("10.243.")]
+    expected = SYNTH_PODS - len([p for p in pods if p["spec"]["nodeName"] == "s-node-1"])
+    if len(sym) != expected:
+        raise RuntimeError(f"plan: {len(sym)} symmetric routes on the gateway, expected {expected}")
+    ns = f"{lab_prefix}-ovb"
+    netns.run(["ip", "netns", "add", ns])
+    try:
+        # the kernel has no dummy module: one veth pair per planned link (both ends up, so it has carrier)
+        links = [link["name"] for link in gw["links"]]
+        netns.ip_batch([f"link add {name} type veth peer name {name}p" for name in links]
+                       + [f"link set {name}{end} up" for name in links for end in ("", "p")] + ["link set lo up"],
+                       netns=ns)
+        t0 = time.monotonic()
+        first = routing.sync_route_table(gw["routes"], table=TABLE, netns=ns, want_lines=False)
+        t_apply = time.monotonic() - t0
+        t0 = time.monotonic()
+        planned2 = overlay_plan.plan(**args)
+        rerun = routing.sync_route_table(planned2["hosts"]["s-node-1"]["routes"], table=TABLE, netns=ns,
+                                         want_lines=False)
+        t_rerun = time.monotonic() - t0
+        count = int(netns.run(["sh", "-c", f"ip -n {ns} route show table {TABLE} | wc -l"]).stdout.strip())
+    finally:
+        netns.run(["ip", "netns", "del", ns], check=False)
+    if count != len(gw["routes"]) or first["writes"] != len(gw["routes"]):
+        raise RuntimeError(f"table {TABLE}: {count} routes in the kernel, {first['writes']} writes, "
+                           f"{len(gw['routes'])} planned")
+    print(f"  ({SYNTH_PODS} pods on {SYNTH_NODES} nodes: {len(sym)} symmetric /32 routes on the gateway, "
+          f"{len(gw['routes'])} routes in table {TABLE}; plan {t_plan:.3f} s, netlink {t_apply:.3f} s)")
+    figure(f"symmetric routes, {SYNTH_PODS} pods: plan + apply from empty", t_plan + t_apply, "s", target=2)
+    figure(f"symmetric routes, {SYNTH_PODS} pods: plan + rerun, no change", t_rerun, "s", target=1)
+    figure("  kernel writes of the rerun (target 0)", rerun["writes"], "writes")
+    if rerun["changed"]:
+        raise RuntimeError(f"the rerun reported a change: {rerun}")
+
+
+# --- 4: failover -----------------------------------------------------------------------------------------
+
+def ping_gaps(output: str, started: float, ended: float) -> tuple[float, float, int, float]:
+    """(longest gap in s between replies, when it began, replies, seconds from the last reply to the end)
+    of a `ping -D` output (wall-clock stamps)."""
+    stamps = [float(s) for s in re.findall(r"^\[(\d+\.\d+)\] \d+ bytes from", output, re.M)]
+    if not stamps:
+        return ended - started, started, 0, ended - started
+    gap, begin = max((b - a, a) for a, b in zip([started] + stamps, stamps + [ended]))
+    return gap, begin, len(stamps), ended - stamps[-1]
+
+
+def measure_failover(lab, client_pod, target) -> bool:
+    a = lab["a"]
+    fabric.wait_for(lambda: a.ping(client_pod.netns, target), 10, what="pod -> remote pod before the failover")
+    log = tempfile.TemporaryFile(mode="w+")  # not a pipe: a full pipe would stall ping and the clock
+    pinger = Background(client_pod.netns, ["ping", "-n", "-D", "-O", "-i", "0.05", "-W", "1", target],
+                        stdout=log, stderr=subprocess.STDOUT, text=True)
+    try:
+        time.sleep(1.0)
+        started = time.time()
+        fabric.playbook("reconcile_gateway", lab.inventory_path, gateway_group="cluster_a_gateway",
+                        gateway_active_host="a-node-2", gateway_probe_wait=0)
+        t_gw = time.time()
+        fabric.playbook("reconcile_overlay", lab.inventory_path, nodes_group="cluster_a_nodes",
+                        overlay_active_gateway="a-node-2")
+        t_both = time.time()
+        deadline = time.monotonic() + 10  # let traffic resume (or prove it does not)
+        resumed = False
+        while time.monotonic() < deadline and not resumed:
+            time.sleep(0.5)
+            resumed = a.ping(client_pod.netns, target)
+        time.sleep(1.0)
+    finally:
+        pinger.stop()
+    ended = time.time()
+    log.seek(0)
+    output = log.read()
+    log.close()
+    gap, begin, replies, tail = ping_gaps(output, started, ended)
+    resumed = resumed and tail < 2
+    print(f"  (reconcile_gateway took {t_gw - started:.1f} s, reconcile_overlay {t_both - t_gw:.1f} s; "
+          f"{replies} replies; the longest gap began {begin - started:.1f} s after reconcile_gateway started "
+          f"and ended {begin + gap - t_gw:.1f} s after reconcile_overlay started; "
+          f"traffic {'resumed' if resumed else 'did NOT resume'})")
+    figure("failover a-node-1 -> a-node-2: longest gap between replies", gap, "s", target=3)
+    return resumed
+
+
+def diagnose_failover(lab, client_pod, target) -> None:
+    """Why traffic did not resume: the state of the new active gateway and of the client's node."""
+    a = lab["a"]
+    for node in (a.node("a-node-1"), a.node("a-node-2"), a.node("a-node-3")):
+        for cmd in (["ip", "-br", "link"], ["ip", "rule"], ["ip", "route", "show", "table", str(TABLE)],
+                    ["wg", "show"]):
+            out = netns.exec_in(node.netns, cmd, check=False)
+            print(f"  [{node.name}] {' '.join(cmd)}:\n    " + (out.stdout + out.stderr).strip().replace("\n", "\n    "))
+    out = netns.exec_in(client_pod.netns, ["ping", "-n", "-c", "2", "-W", "1", target], check=False)
+    print("  ping after failover: " + out.stdout.strip().replace("\n", " | "))
+
+
+# --- run -------------------------------------------------------------------------------------------------
+
+def run():
+    if os.geteuid() != 0:
+        print("  skipped: needs root for network namespaces")
+        return
+    for tool in ("kubectl", "iperf3", "wireguard-go", "wg"):
+        if not shutil.which(tool):
+            print(f"  skipped: {tool} is not installed")
+            return
+    t0 = time.monotonic()
+    with Lab([{"name": "a", "gateways": 2}, {"name": "b"}], pod_cidr="10.243.0.0/16", nodes=3,
+             pods_per_node=1) as lab:
+        a, b = lab["a"], lab["b"]
+        fabric.install(a)
+        fabric.install(b)
+        print(f"  (lab up and API installed on both clusters in {time.monotonic() - t0:.1f} s)")
+        t_connect = timed_playbook(lab, "connect", kubeconfig=a.kubeconfig, remote_kubeconfig=b.kubeconfig,
+                                   gateway_group="cluster_a_gateway", remote_gateway_group="cluster_b_gateway",
+                                   nodes_group="cluster_a_nodes", remote_nodes_group="cluster_b_nodes",
+                                   wait=True, wait_timeout=20)
+        figure("connect with the overlay on 2 x 3 nodes (wall time)", t_connect, "s")
+
+        gw_a, gw_b = a.node("a-node-1"), b.gateway_nodes[0]
+        client_pod, server_pod = a.node("a-node-3").pods[0], b.node("b-node-2").pods[0]
+        remapped = get(a, "configurations")[0]["status"]["remote"]["cidr"]["pod"]
+        target = translate(server_pod.ip, b.pod_cidr, remapped)
+
+        measure_path(lab, client_pod, server_pod, target, gw_a, gw_b)
+
+        measure_10k(lab.prefix)
+        t_rec = timed_playbook(lab, "reconcile_overlay", nodes_group="cluster_a_nodes")
+        figure("for comparison: ansible-playbook reconcile_overlay.yml, A (3 nodes)", t_rec, "s")
+
+        if not measure_failover(lab, client_pod, target):
+            diagnose_failover(lab, client_pod, target)
+    left = [n for n in netns.list_netns() if n.startswith(lab.prefix)]
+    if os.path.isdir("/var/run/wireguard"):
+        left += [e for e in os.listdir("/var/run/wireguard") if e.startswith(lab.prefix)]
+    if left:
+        raise RuntimeError(f"lab {lab.lab_id} left residue: {left}")
+
+
+if __name__ == "__main__":
+    run()
