@@ -139,7 +139,6 @@ class CallbackModule(DefaultCallback):
         if not self._terse():
             super().v2_runner_retry(result)
 
-
     def v2_playbook_on_stats(self, stats):
         if not self._terse():
             super().v2_playbook_on_stats(stats)

@@ -148,9 +148,9 @@ def publish(kube, plan_, probe=None, check_mode=False, manifests="dry_run"):
         status["latency"] = conn["status"]["latency"]
     elif status.get("value") != "Connected":
         status.pop("latency", None)
-    status["conditions"], _ = set_condition(status.get("conditions"), CONDITION,
-                                            "True" if status["value"] == "Connected" else "False",
-                                            reason, message or reason, plan_.get("generation"))
+    established = "True" if status["value"] == "Connected" else "False"
+    status["conditions"], dummy = set_condition(status.get("conditions"), CONDITION, established, reason,
+                                                message or reason, plan_.get("generation"))
     old = cur.get("status") or {}
     # latency changes on every probe: it alone is no reason to report a change
     same = (old.get("value") == status["value"]

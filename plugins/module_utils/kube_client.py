@@ -24,6 +24,7 @@ def _official():
         from kubernetes import config as k8s_config  # pylint: disable=import-outside-toplevel,redefined-outer-name
     return k8s_client, k8s_config
 
+
 GROUP = "networking.liqo.io"
 VERSION = "v1beta1"
 PLURALS = {

@@ -134,7 +134,7 @@ def plan(nodes, pods, gateway_hosts, active_gateway, remote_cidrs, tunnel_interf
             for other in sorted(pods_by_node):
                 if other == name or other not in by_name:
                     continue
-                for ip in sorted(pods_by_node[other], key=lambda a: ipaddress.ip_address(a)):
+                for ip in sorted(pods_by_node[other], key=ipaddress.ip_address):
                     host["routes"].append({"dst": "%s/32" % ip, "via": assign[other], "dev": gateway_link_name(other),
                                            "onlink": True})
             host["rules"] = [{"priority": TUNNEL_RULE_PRIORITY, "iif": t, "table": TABLE} for t in sorted(tunnel_interfaces)]

@@ -143,8 +143,8 @@ def main():
     try:
         kube = Kube(p["kubeconfig"], p["context"])
         try:
-            plans, keys, changed = gateway_plans(kube, p["endpoint_address"], p["internal_cidr"], p["namespace"], p["name"],
-                                           p["kinds"], module.check_mode)
+            plans, keys, changed = gateway_plans(kube, p["endpoint_address"], p["internal_cidr"], p["namespace"],
+                                                 p["name"], p["kinds"], module.check_mode)
         finally:
             kube.close()
     except KubeError as exc:

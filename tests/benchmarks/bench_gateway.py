@@ -125,7 +125,7 @@ class HandTunnel:
         env = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"), "LOG_LEVEL": "error"}
         try:
             keys = []
-            for _ in range(2):
+            for dummy in range(2):
                 priv = subprocess.run(["wg", "genkey"], capture_output=True, text=True, check=True).stdout.strip()
                 pub = subprocess.run(["wg", "pubkey"], input=priv, capture_output=True, text=True,
                                      check=True).stdout.strip()
@@ -220,7 +220,7 @@ def run():
                 raise RuntimeError("a full-MTU ping does not pass one of the tunnels")
             transit_b = transit_address(gw_b.netns)
             ours, hand, bare = [], [], []
-            for _ in range(RUNS):
+            for dummy in range(RUNS):
                 ours.append(iperf(pod_a.netns, fabric_target, IPERF_PORT))
                 hand.append(iperf(gw_a.netns, hand_target, IPERF_PORT + 1))
                 bare.append(iperf(gw_a.netns, transit_b, IPERF_PORT + 1))

@@ -121,7 +121,7 @@ def measure_path(lab, client_pod, server_pod, target, gw_a, gw_b) -> None:
         fabric.wait_for(lambda: lab["a"].ping(client_pod.netns, target), 15, what="pod -> remote pod over the overlay")
         fabric.wait_for(lambda: lab["a"].ping(gw_a.netns, TRANSIT_SERVER), 5, what="gateway -> gateway transit")
         pods, gws = [], []
-        for _ in range(RUNS):  # alternating, so both see the same machine load
+        for dummy in range(RUNS):  # alternating, so both see the same machine load
             pods.append(iperf(client_pod.netns, target, IPERF_PORT))
             gws.append(iperf(gw_a.netns, TRANSIT_SERVER, IPERF_PORT + 1, bind=TRANSIT_CLIENT))
         rtt_pod = ping_median(client_pod.netns, target)

@@ -45,8 +45,8 @@ def run():
         script = "".join(f"route add {r['dst']} via {r['via']} dev d0 table {TABLE}\n" for r in routes)
         ip_times, apply_times, rerun_times, replace_times, delete_times = [], [], [], [], []
         rerun_writes = set()
-        for _ in range(REPEAT):
-            t, _ = _timed(lambda: netns.run(["ip", "-n", ns, "-batch", "-"], input=script))
+        for dummy in range(REPEAT):
+            t, dummy = _timed(lambda: netns.run(["ip", "-n", ns, "-batch", "-"], input=script))
             assert _count(ns) == N
             ip_times.append(t)
             netns.run(["ip", "-n", ns, "route", "flush", "table", str(TABLE)])

@@ -18,16 +18,17 @@ PLAYBOOKS = os.path.join(ROOT, "playbooks")
 ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
 
 
-def playbook(name: str, inventory: str | None = None, check: bool = True, json_output: bool = False,
-             timeout: float = 300, **extra) -> subprocess.CompletedProcess:
-    """Runs playbooks/<name>.yml with extra vars; returns the process (stdout, stderr)."""
-    argv = [ANSIBLE_PLAYBOOK, os.path.join(PLAYBOOKS, name + ".yml"), "-e", json.dumps(extra)]
+def playbook(book: str, inventory: str | None = None, /, *, check: bool = True, json_output: bool = False,
+             proc_timeout: float = 300, **extra) -> subprocess.CompletedProcess:
+    """Runs playbooks/<book>.yml with `extra` as extra vars (any name, `name` and `timeout` included);
+    returns the process (stdout, stderr)."""
+    argv = [ANSIBLE_PLAYBOOK, os.path.join(PLAYBOOKS, book + ".yml"), "-e", json.dumps(extra)]
     if inventory:
         argv[1:1] = ["-i", inventory]
     env = ansible_env({"ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json"} if json_output else {})
-    proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=timeout, check=False)
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=proc_timeout, check=False)
     if check and proc.returncode != 0:
-        raise AssertionError(f"{name} failed ({proc.returncode}):\n{proc.stdout[-6000:]}\n{proc.stderr[-3000:]}")
+        raise AssertionError(f"{book} failed ({proc.returncode}):\n{proc.stdout[-6000:]}\n{proc.stderr[-3000:]}")
     return proc
 
 

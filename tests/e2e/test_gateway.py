@@ -80,8 +80,8 @@ def test_pods_on_gateway_nodes_talk_through_the_remap_both_ways(lab):
         assert seen == translate(pod_b.ip, b.pod_cidr, remapped(a))
     # the same (overlapping) address without the remap is the local pod, never the remote one
     assert a.ping(pod_a.netns, pod_b.ip)
-    assert netns.exec_in(pod_a.netns, ["ping", "-c", "1", "-W", "1", "-s", "1312", "-M", "do",
-                                      translate(pod_b.ip, b.pod_cidr, remapped(a))], check=False).returncode == 0
+    full_mtu = ["ping", "-c", "1", "-W", "1", "-s", "1312", "-M", "do", translate(pod_b.ip, b.pod_cidr, remapped(a))]
+    assert netns.exec_in(pod_a.netns, full_mtu, check=False).returncode == 0
 
 
 def test_second_connect_changes_nothing(lab):
@@ -171,15 +171,16 @@ def test_no_private_key_anywhere_readable(lab):
     for text in OUTPUTS:
         for key in keys:
             assert key not in text
-    for directory in ("/var/run/wireguard", "/run"):
+    for directory in ("/var/run/wireguard", "/run", lab.workdir):
         for entry in os.listdir(directory):
             path = os.path.join(directory, entry)
-            if os.path.isfile(path) and (entry.startswith("lwg") or entry.startswith("liqo-fabric")):
-                mode = os.stat(path).st_mode
-                assert not mode & (stat.S_IRWXG | stat.S_IRWXO), f"{path} is readable by others"
-                with open(path, "rb") as f:
-                    data = f.read()
-                assert not any(k.encode() in data for k in keys), path
+            if not os.path.isfile(path):
+                continue
+            if directory == "/var/run/wireguard" and entry.startswith("lwg"):  # wireguard-go pid and log files
+                assert not os.stat(path).st_mode & (stat.S_IRWXG | stat.S_IRWXO), f"{path} is readable by others"
+            with open(path, "rb") as f:
+                data = f.read()
+            assert not any(k.encode() in data for k in keys), f"a private key is in {path}"
 
 
 def test_disconnect_leaves_zero_residue_and_reset_removes_configurations(lab):

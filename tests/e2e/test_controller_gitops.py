@@ -1,0 +1,128 @@
+"""Issue 7 acceptance, GitOps: the seeds' single-cluster YAML applied with kubectl to two lab clusters, the
+controller running, no playbook run by hand: both Connections end Connected and pods talk across."""
+import base64
+import json
+import shutil
+
+import pytest
+
+from tests.conftest import require_root
+from tests.e2e import fabric
+from tests.e2e.fabric import apply_yaml, get, kubectl, translate, wait_for
+from tests.e2e.test_controller import ControllerProc
+from tests.lab import Lab
+
+pytestmark = pytest.mark.skipif(not shutil.which("kubectl"), reason="kubectl is not installed")
+
+
+@pytest.fixture(scope="module")
+def lab():
+    require_root()
+    with Lab([{"name": "a"}, {"name": "b"}], pod_cidr="10.243.0.0/16", nodes=2, pods_per_node=1) as lab_:
+        fabric.install(lab_["a"])
+        fabric.install(lab_["b"])
+        yield lab_
+
+
+def configuration(remote):
+    return f"""
+apiVersion: networking.liqo.io/v1alpha1
+kind: Configuration
+metadata:
+  labels:
+    liqo.io/remote-cluster-id: {remote.cluster_id}
+  name: {remote.name}-peer
+spec:
+  remote:
+    cidr:
+      external: 10.70.0.0/16
+      pod: {remote.pod_cidr}
+"""
+
+
+def public_key(cluster, secret, remote_id_of_this_side):
+    data = json.loads(kubectl(cluster, "get", "secret", secret, "-n", "default", "-o", "json"))["data"]
+    return f"""
+apiVersion: networking.liqo.io/v1alpha1
+kind: PublicKey
+metadata:
+  labels:
+    liqo.io/remote-cluster-id: {remote_id_of_this_side}
+    networking.liqo.io/gateway-resource: "true"
+  name: {remote_id_of_this_side}
+spec:
+  publicKey: {base64.b64decode(data["publicKey"]).decode()}
+"""
+
+
+def test_gitops_yaml_and_the_controller_connect_two_clusters(lab, tmp_path):
+    a, b = lab["a"], lab["b"]
+    ctl = ControllerProc(str(tmp_path), {"a": a.kubeconfig, "b": b.kubeconfig}, inventory=lab.inventory_path)
+    ctl.start()
+    try:
+        apply_yaml(a, configuration(b))
+        apply_yaml(b, configuration(a))
+        for cluster in (a, b):
+            wait_for(lambda c=cluster: (get(c, "configurations")[0].get("status") or {}).get("remote"), 90,
+                     what=f"IPAM remap in {cluster.name}")
+        apply_yaml(b, f"""
+apiVersion: networking.liqo.io/v1alpha1
+kind: GatewayServer
+metadata:
+  labels:
+    liqo.io/remote-cluster-id: {a.cluster_id}
+  name: server
+spec:
+  endpoint:
+    port: 51820
+    serviceType: NodePort
+  mtu: 1340
+  serverTemplateRef:
+    apiVersion: networking.liqo.io/v1alpha1
+    kind: WgGatewayServerTemplate
+    name: wireguard-server
+    namespace: liqo
+""")
+        endpoint = wait_for(lambda: (get(b, "gatewayservers")[0].get("status") or {}).get("endpoint"), 120,
+                            what="GatewayServer status.endpoint")
+        apply_yaml(a, f"""
+apiVersion: networking.liqo.io/v1alpha1
+kind: GatewayClient
+metadata:
+  labels:
+    liqo.io/remote-cluster-id: {b.cluster_id}
+  name: client
+  namespace: default
+spec:
+  clientTemplateRef:
+    apiVersion: networking.liqo.io/v1alpha1
+    kind: WgGatewayClientTemplate
+    name: wireguard-client
+    namespace: liqo
+  endpoint:
+    addresses:
+    - {endpoint["addresses"][0]}
+    port: {endpoint["port"]}
+    protocol: UDP
+  mtu: 1340
+""")
+        wait_for(lambda: kubectl(a, "get", "secret", "wg-client-client", "-n", "default", check=False), 120,
+                 what="the client's key Secret")
+        apply_yaml(b, public_key(a, "wg-client-client", a.cluster_id))
+        apply_yaml(a, public_key(b, "wg-server-server", b.cluster_id))
+
+        def connected():
+            conns = [get(c, "connections") for c in (a, b)]
+            return all(c and c[0].get("status", {}).get("value") == "Connected" for c in conns)
+        wait_for(connected, 180, interval=1, what="both Connections Connected")
+        remap = get(a, "configurations")[0]["status"]["remote"]["cidr"]["pod"]
+        src, dst = a.nodes[1].pods[0], b.nodes[1].pods[0]   # pods on non-gateway nodes: the overlay too
+        wait_for(lambda: a.ping(src.netns, translate(dst.ip, b.pod_cidr, remap)), 120, interval=1,
+                 what="pod-to-pod traffic across the clusters")
+        for cluster in (a, b):
+            gws = get(cluster, "gatewayservers") + get(cluster, "gatewayclients")
+            ready = [c for c in gws[0]["status"].get("conditions", []) if c["type"] == "Ready"]
+            assert ready and ready[0]["status"] == "True", gws[0]["status"]
+    finally:
+        ctl.stop()
+        ctl.reap_orphans()
