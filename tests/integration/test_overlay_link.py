@@ -84,7 +84,8 @@ def test_vxlan_overlay_carries_ping(veth_pair):
     assert r["actions"][:2] == [f"{NAME}: delete link", f"{NAME}: create link"] and "vxlan id 4343" in link(a)
     assert not pings(a, "10.80.0.2", deadline=1), "VNI mismatch: no traffic"
     ok(run_module("liqo.fabric.overlay_link", args(1, vni=4343), netns=b))
-    # the failed probe above left a FAILED neighbour entry; the kernel re-resolves it on a later send
+    # the failed probe above left a FAILED neighbour entry behind: start from a clean one
+    netns.run(["ip", "-n", a, "neigh", "flush", "dev", NAME])
     assert pings(a, "10.80.0.2", deadline=10)
 
     r = ok(run_module("liqo.fabric.overlay_link", {"name": NAME, "state": "absent"}, netns=a, check=True))
