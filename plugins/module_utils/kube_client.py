@@ -25,6 +25,9 @@ def _official():
     return k8s_client, k8s_config
 
 
+# The argument spec matching doc fragment liqo.fabric.kube.
+KUBE_ARG_SPEC = {"kubeconfig": {"type": "path"}, "context": {"type": "str"}}
+
 GROUP = "networking.liqo.io"
 VERSION = "v1beta1"
 PLURALS = {

@@ -15,6 +15,7 @@ description:
 author: liqo.fabric developers (@liqo-fabric)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - liqo.fabric.kube
 attributes:
   check_mode:
     support: full
@@ -23,12 +24,6 @@ attributes:
   platform:
     platforms: posix
 options:
-  kubeconfig:
-    description: Path of the cluster's kubeconfig; without it the in-cluster service account is used.
-    type: path
-  context:
-    description: Kubeconfig context.
-    type: str
   require_network:
     description: Fail when the network configuration is missing.
     type: bool
@@ -57,7 +52,7 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import LIQO_NAMESPACE, ApiException, Kube, KubeError
+from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import KUBE_ARG_SPEC, LIQO_NAMESPACE, ApiException, Kube, KubeError
 
 NETWORK_CONFIGMAP = "liqo-fabric-network"
 
@@ -65,8 +60,7 @@ NETWORK_CONFIGMAP = "liqo-fabric-network"
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            kubeconfig=dict(type="path"),
-            context=dict(type="str"),
+            **KUBE_ARG_SPEC,
             require_network=dict(type="bool", default=True),
         ),
         supports_check_mode=True,

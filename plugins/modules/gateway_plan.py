@@ -20,6 +20,7 @@ description:
 author: liqo.fabric developers (@liqo-fabric)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - liqo.fabric.kube
 attributes:
   check_mode:
     support: full
@@ -29,12 +30,6 @@ attributes:
   platform:
     platforms: posix
 options:
-  kubeconfig:
-    description: Path of the cluster's kubeconfig; without it the in-cluster service account is used.
-    type: path
-  context:
-    description: Kubeconfig context.
-    type: str
   namespace:
     description: Only the gateways of this namespace.
     type: str
@@ -118,15 +113,14 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import ApiException, Kube, KubeError
+from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import KUBE_ARG_SPEC, ApiException, Kube, KubeError
 from ansible_collections.liqo.fabric.plugins.module_utils.gateway_api import gateway_plans
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            kubeconfig=dict(type="path"),
-            context=dict(type="str"),
+            **KUBE_ARG_SPEC,
             namespace=dict(type="str"),
             name=dict(type="str"),
             kinds=dict(type="list", elements="str", choices=["GatewayServer", "GatewayClient"],

@@ -16,6 +16,7 @@ description:
 author: liqo.fabric developers (@liqo-fabric)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - liqo.fabric.kube
 attributes:
   check_mode:
     support: full
@@ -24,12 +25,6 @@ attributes:
   platform:
     platforms: posix
 options:
-  kubeconfig:
-    description: Path of the cluster's kubeconfig; without it the in-cluster service account is used.
-    type: path
-  context:
-    description: Kubeconfig context.
-    type: str
   plan:
     description: One element of RV(liqo.fabric.gateway_plan#module:gateways).
     type: dict
@@ -77,7 +72,7 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import ApiException, Kube, KubeError
+from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import KUBE_ARG_SPEC, ApiException, Kube, KubeError
 from ansible_collections.liqo.fabric.plugins.module_utils.gateway import connection_value
 from ansible_collections.liqo.fabric.plugins.module_utils.gateway_api import publish
 
@@ -85,8 +80,7 @@ from ansible_collections.liqo.fabric.plugins.module_utils.gateway_api import pub
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            kubeconfig=dict(type="path"),
-            context=dict(type="str"),
+            **KUBE_ARG_SPEC,
             plan=dict(type="dict", required=True),
             probe=dict(type="dict"),
             manifests=dict(type="str", choices=["dry_run", "apply", "skip"], default="dry_run"),

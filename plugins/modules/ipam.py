@@ -23,6 +23,7 @@ description:
 author: liqo.fabric developers (@liqo-fabric)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - liqo.fabric.kube
 attributes:
   check_mode:
     support: full
@@ -31,12 +32,6 @@ attributes:
   platform:
     platforms: posix
 options:
-  kubeconfig:
-    description: Path of the kubeconfig of the local cluster. Without it, the in-cluster service account is used.
-    type: path
-  context:
-    description: Kubeconfig context to use.
-    type: str
   namespace:
     description: Only reconcile the Configurations of this namespace (default all namespaces).
     type: str
@@ -113,7 +108,7 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import ApiException, Kube, KubeError
+from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import KUBE_ARG_SPEC, ApiException, Kube, KubeError
 from ansible_collections.liqo.fabric.plugins.module_utils.ipam import IpamError
 from ansible_collections.liqo.fabric.plugins.module_utils.ipam_store import local_config, reconcile
 
@@ -121,8 +116,7 @@ from ansible_collections.liqo.fabric.plugins.module_utils.ipam_store import loca
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            kubeconfig=dict(type="path"),
-            context=dict(type="str"),
+            **KUBE_ARG_SPEC,
             namespace=dict(type="str"),
             pod_cidrs=dict(type="list", elements="str"),
             service_cidr=dict(type="str"),

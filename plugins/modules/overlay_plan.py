@@ -17,6 +17,7 @@ description:
 author: liqo.fabric developers (@liqo-fabric)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - liqo.fabric.kube
 attributes:
   check_mode:
     support: full
@@ -26,12 +27,6 @@ attributes:
   platform:
     platforms: posix
 options:
-  kubeconfig:
-    description: Path of the cluster's kubeconfig; without it the in-cluster service account is used.
-    type: path
-  context:
-    description: Kubeconfig context.
-    type: str
   gateway_hosts:
     description: Nodes that can host the gateway. Default the nodes labelled C(liqo.io/gateway-host=true).
     type: list
@@ -92,7 +87,7 @@ import traceback
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import (
-    LIQO_NAMESPACE, REMOTE_CLUSTER_ID_LABEL, ApiException, Kube, KubeError)
+    KUBE_ARG_SPEC, LIQO_NAMESPACE, REMOTE_CLUSTER_ID_LABEL, ApiException, Kube, KubeError)
 from ansible_collections.liqo.fabric.plugins.module_utils.gateway import KINDS, gateway_id, interface_name
 from ansible_collections.liqo.fabric.plugins.module_utils.overlay_plan import INTERNAL_IP_ANNOTATION, plan
 
@@ -119,8 +114,7 @@ def gather(kube):
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            kubeconfig=dict(type="path"),
-            context=dict(type="str"),
+            **KUBE_ARG_SPEC,
             gateway_hosts=dict(type="list", elements="str"),
             active_gateway=dict(type="str"),
             link_type=dict(type="str", choices=["auto", "geneve", "vxlan"], default="auto"),
