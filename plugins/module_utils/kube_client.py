@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import traceback
 
 from ansible_collections.liqo.fabric.plugins.module_utils.kube_rest import ApiError, Connection, KubeConfigError
 
@@ -202,6 +203,22 @@ class Kube:
         if self._official is None:
             self._official = api_client(self.kubeconfig, self.context)
         return k8s_client.CustomObjectsApi(self._official)
+
+
+def with_kube(module, work, user_errors=()):
+    """work(kube) on a client for the module's kubeconfig/context, closed afterwards. A kubeconfig or API
+    problem, or one of `user_errors` (bad input found by the logic), fails the module with its message."""
+    try:
+        kube = Kube(module.params["kubeconfig"], module.params["context"])
+        try:
+            return work(kube)
+        finally:
+            kube.close()
+    except (KubeError,) + tuple(user_errors) as exc:
+        module.fail_json(msg=str(exc))
+    except ApiError as exc:
+        module.fail_json(msg="Kubernetes API error: %s" % exc, exception=traceback.format_exc())
+    return None  # not reached: fail_json exits
 
 
 def now_rfc3339():

@@ -48,11 +48,9 @@ network:
   type: dict
 """
 
-import traceback
-
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import KUBE_ARG_SPEC, LIQO_NAMESPACE, ApiException, Kube, KubeError
+from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import KUBE_ARG_SPEC, LIQO_NAMESPACE, with_kube
 
 NETWORK_CONFIGMAP = "liqo-fabric-network"
 
@@ -66,17 +64,8 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    try:
-        kube = Kube(p["kubeconfig"], p["context"])
-        try:
-            cluster_id = kube.cluster_id()
-            cm = kube.get("ConfigMap", LIQO_NAMESPACE, NETWORK_CONFIGMAP)
-        finally:
-            kube.close()
-    except KubeError as exc:
-        module.fail_json(msg="%s (kubeconfig %s)" % (exc, p["kubeconfig"]))
-    except ApiException as exc:
-        module.fail_json(msg="Kubernetes API error: %s" % exc, exception=traceback.format_exc())
+    cluster_id, cm = with_kube(
+        module, lambda kube: (kube.cluster_id(), kube.get("ConfigMap", LIQO_NAMESPACE, NETWORK_CONFIGMAP)))
     network = (cm or {}).get("data") or {}
     if p["require_network"] and not network.get("podCIDR"):
         module.fail_json(msg="network configuration: ConfigMap %s/%s is missing or has no podCIDR in the cluster of "

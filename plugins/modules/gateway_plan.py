@@ -109,11 +109,9 @@ private_keys:
   type: dict
 """
 
-import traceback
-
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import KUBE_ARG_SPEC, ApiException, Kube, KubeError
+from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import KUBE_ARG_SPEC, with_kube
 from ansible_collections.liqo.fabric.plugins.module_utils.gateway_api import gateway_plans
 
 
@@ -134,17 +132,8 @@ def main():
     p = module.params
     if p["include_private_keys"] and not module.no_log:
         module.fail_json(msg="include_private_keys: true requires no_log: true on the task (private keys)")
-    try:
-        kube = Kube(p["kubeconfig"], p["context"])
-        try:
-            plans, keys, changed = gateway_plans(kube, p["endpoint_address"], p["internal_cidr"], p["namespace"],
-                                                 p["name"], p["kinds"], module.check_mode)
-        finally:
-            kube.close()
-    except KubeError as exc:
-        module.fail_json(msg=str(exc))
-    except ApiException as exc:
-        module.fail_json(msg="Kubernetes API error: %s" % exc, exception=traceback.format_exc())
+    plans, keys, changed = with_kube(module, lambda kube: gateway_plans(
+        kube, p["endpoint_address"], p["internal_cidr"], p["namespace"], p["name"], p["kinds"], module.check_mode))
     result = dict(changed=changed, gateways=plans)
     if p["include_private_keys"]:
         result["private_keys"] = keys

@@ -68,11 +68,9 @@ manifest_error:
   type: str
 """
 
-import traceback
-
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import KUBE_ARG_SPEC, ApiException, Kube, KubeError
+from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import KUBE_ARG_SPEC, with_kube
 from ansible_collections.liqo.fabric.plugins.module_utils.gateway import connection_value
 from ansible_collections.liqo.fabric.plugins.module_utils.gateway_api import publish
 
@@ -88,16 +86,8 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    try:
-        kube = Kube(p["kubeconfig"], p["context"])
-        try:
-            updated, manifest_error = publish(kube, p["plan"], p["probe"], module.check_mode, p["manifests"])
-        finally:
-            kube.close()
-    except KubeError as exc:
-        module.fail_json(msg=str(exc))
-    except ApiException as exc:
-        module.fail_json(msg="Kubernetes API error: %s" % exc, exception=traceback.format_exc())
+    updated, manifest_error = with_kube(module, lambda kube: publish(kube, p["plan"], p["probe"], module.check_mode,
+                                                                     p["manifests"]))
     value, reason, message = connection_value(p["plan"], p["probe"])
     result = dict(changed=bool(updated), updated=updated, manifest_error=manifest_error,
                   connection={"value": value, "reason": reason, "message": message})

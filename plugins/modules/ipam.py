@@ -104,11 +104,9 @@ conflict_retries:
   type: int
 """
 
-import traceback
-
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import KUBE_ARG_SPEC, ApiException, Kube, KubeError
+from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import KUBE_ARG_SPEC, with_kube
 from ansible_collections.liqo.fabric.plugins.module_utils.ipam import IpamError
 from ansible_collections.liqo.fabric.plugins.module_utils.ipam_store import local_config, reconcile
 
@@ -132,17 +130,8 @@ def main():
     if p["pod_cidrs"] is not None and not p["pod_cidrs"]:
         module.fail_json(msg="pod_cidrs: at least one local pod CIDR is required (got an empty list)")
     given = dict((k, p[k]) for k in ("pod_cidrs", "service_cidr", "external_cidr", "internal_cidr", "reserved", "pools"))
-    try:
-        kube = Kube(p["kubeconfig"], p["context"])
-        try:
-            local = local_config(kube, given)
-            res = reconcile(kube, local, namespace=p["namespace"], check_mode=module.check_mode)
-        finally:
-            kube.close()
-    except (IpamError, KubeError) as exc:
-        module.fail_json(msg=str(exc))
-    except ApiException as exc:
-        module.fail_json(msg="Kubernetes API error: %s" % exc, exception=traceback.format_exc())
+    res = with_kube(module, lambda kube: reconcile(kube, local_config(kube, given), namespace=p["namespace"],
+                                                   check_mode=module.check_mode), user_errors=(IpamError,))
     out = res.as_dict()
     if module._diff:
         out["diff"] = {"before": {"allocations": (res.ledger_before or {}).get("allocations", [])},

@@ -82,12 +82,10 @@ remote_cidrs:
   elements: str
 """
 
-import traceback
-
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import (
-    KUBE_ARG_SPEC, LIQO_NAMESPACE, REMOTE_CLUSTER_ID_LABEL, ApiException, Kube, KubeError)
+    KUBE_ARG_SPEC, LIQO_NAMESPACE, REMOTE_CLUSTER_ID_LABEL, with_kube)
 from ansible_collections.liqo.fabric.plugins.module_utils.gateway import KINDS, gateway_id, interface_name
 from ansible_collections.liqo.fabric.plugins.module_utils.overlay_plan import INTERNAL_IP_ANNOTATION, plan
 
@@ -124,32 +122,25 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    try:
-        kube = Kube(p["kubeconfig"], p["context"])
-        try:
-            nodes, pods, remote, tunnels, net = gather(kube)
-            gateways = p["gateway_hosts"]
-            if gateways is None:
-                gateways = [n["metadata"]["name"] for n in nodes
-                            if (n["metadata"].get("labels") or {}).get(GATEWAY_LABEL) == "true"]
-            active = p["active_gateway"] or (sorted(gateways)[0] if gateways else None)
-            if not tunnels:  # no gateway in the cluster: no overlay at all (nothing left after disconnect)
-                gateways, active = [], None
-            try:
-                result = plan(nodes, pods, gateways, active, remote, tunnels, net.get("internalCIDR") or "10.80.0.0/16",
-                              p["link_type"], p["mtu"], p["masquerade_bypass"],
-                              [c for c in (net.get("podCIDR") or "").split(",") if c])
-            except ValueError as exc:
-                module.fail_json(msg=str(exc))
-            if result["annotate"] and not module.check_mode:
-                for name, ip in result["annotate"].items():
-                    kube.patch("Node", None, name, {"metadata": {"annotations": {INTERNAL_IP_ANNOTATION: ip}}})
-        finally:
-            kube.close()
-    except KubeError as exc:
-        module.fail_json(msg=str(exc))
-    except ApiException as exc:
-        module.fail_json(msg="Kubernetes API error: %s" % exc, exception=traceback.format_exc())
+
+    def work(kube):
+        nodes, pods, remote, tunnels, net = gather(kube)
+        gateways = p["gateway_hosts"]
+        if gateways is None:
+            gateways = [n["metadata"]["name"] for n in nodes
+                        if (n["metadata"].get("labels") or {}).get(GATEWAY_LABEL) == "true"]
+        active = p["active_gateway"] or (sorted(gateways)[0] if gateways else None)
+        if not tunnels:  # no gateway in the cluster: no overlay at all (nothing left after disconnect)
+            gateways, active = [], None
+        result = plan(nodes, pods, gateways, active, remote, tunnels, net.get("internalCIDR") or "10.80.0.0/16",
+                      p["link_type"], p["mtu"], p["masquerade_bypass"],
+                      [c for c in (net.get("podCIDR") or "").split(",") if c])
+        if result["annotate"] and not module.check_mode:
+            for name, ip in result["annotate"].items():
+                kube.patch("Node", None, name, {"metadata": {"annotations": {INTERNAL_IP_ANNOTATION: ip}}})
+        return result, active, remote
+
+    result, active, remote = with_kube(module, work, user_errors=(ValueError,))
     module.exit_json(changed=bool(result["annotate"]), hosts=result["hosts"], assign=result["assign"],
                      annotated=result["annotate"], active_gateway=active, remote_cidrs=remote)
 
