@@ -22,7 +22,8 @@ sysdeps:
 $(VENV)/.stamp: requirements.txt requirements-test.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@$(PY) -m pip install -q --disable-pip-version-check -r requirements-test.txt
-	@$(PY) -m pip install -q --disable-pip-version-check --no-deps -e .
+	@# compat mode: a plain path in a .pth, not an import hook run by every Python start (every module run)
+	@$(PY) -m pip install -q --disable-pip-version-check --no-deps --config-settings editable_mode=compat -e .
 	@rm -rf *.egg-info
 	@touch $@
 

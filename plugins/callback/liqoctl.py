@@ -14,6 +14,9 @@ description:
     several C(INFO ...) parts joined by C( | ) prints one line per part), and every
     failure as an C(ERROR) line with its message; a playbook without such tasks ends with a one-line recap
     per host.
+  - "A task that runs on both clusters at once (hosts with the variable C(fabric_side), V(local) or V(remote))
+    names the side C((each)): C(INFO (each) Public key correctly created) prints C(INFO (local) ...) and
+    C(INFO (remote) ...), local first, whatever the order the hosts finished in."
   - The text of C(debug) messages is printed as it is (the C(generate_*) playbooks print YAML that way).
   - With C(-v) or more it prints exactly what the C(default) callback prints.
   - The repository's C(ansible.cfg) selects it (C(stdout_callback = liqo.fabric.liqoctl)).
@@ -27,6 +30,8 @@ requirements:
 from ansible.plugins.callback.default import CallbackModule as DefaultCallback
 
 PREFIXES = ("INFO ", "WARN ")
+EACH = "(each)"
+SIDE_ORDER = {"local": 0, "remote": 1}
 
 
 class CallbackModule(DefaultCallback):
@@ -38,6 +43,7 @@ class CallbackModule(DefaultCallback):
         super().__init__()
         self._printed = set()
         self._info_lines = 0
+        self._pending = []  # (side order, line) of the running task's per-side results
 
     def _terse(self):
         return self._display.verbosity < 1
@@ -61,10 +67,25 @@ class CallbackModule(DefaultCallback):
             self._info_lines += 1
             return
         line = self._progress(result._task)
-        if line and result._task._uuid not in self._printed:
+        if not line:
+            return
+        if EACH in line:
+            side = result._host.get_vars().get("fabric_side") or result._host.get_name()
+            key = (result._task._uuid, side)
+            if key not in self._printed:
+                self._printed.add(key)
+                self._pending.append((SIDE_ORDER.get(side, 2), side, line.replace(EACH, "(%s)" % side)))
+            return
+        if result._task._uuid not in self._printed:
             self._printed.add(result._task._uuid)
             self._info_lines += 1
             self._display.display(line)
+
+    def _flush(self):
+        for dummy, dummy2, line in sorted(self._pending):
+            self._info_lines += 1
+            self._display.display(line)
+        self._pending = []
 
     def _failed(self, result, ignore_errors=False):
         if ignore_errors:
@@ -82,14 +103,17 @@ class CallbackModule(DefaultCallback):
             super().v2_playbook_on_start(playbook)
 
     def v2_playbook_on_play_start(self, play):
+        self._flush()
         if not self._terse():
             super().v2_playbook_on_play_start(play)
 
     def v2_playbook_on_task_start(self, task, is_conditional):
+        self._flush()
         if not self._terse():
             super().v2_playbook_on_task_start(task, is_conditional)
 
     def v2_playbook_on_handler_task_start(self, task):
+        self._flush()
         if not self._terse():
             super().v2_playbook_on_handler_task_start(task)
 
@@ -140,6 +164,7 @@ class CallbackModule(DefaultCallback):
             super().v2_runner_retry(result)
 
     def v2_playbook_on_stats(self, stats):
+        self._flush()
         if not self._terse():
             super().v2_playbook_on_stats(stats)
             return

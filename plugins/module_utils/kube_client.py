@@ -81,6 +81,7 @@ KINDS = {
     "ServiceAccount": ("/api/v1", "serviceaccounts", True),
     "Deployment": ("/apis/apps/v1", "deployments", True), "DaemonSet": ("/apis/apps/v1", "daemonsets", True),
     "Lease": ("/apis/coordination.k8s.io/v1", "leases", True),
+    "CustomResourceDefinition": ("/apis/apiextensions.k8s.io/v1", "customresourcedefinitions", False),
 }
 KINDS.update({kind: ("/apis/%s/%s" % (GROUP, VERSION), plural, True) for kind, plural in PLURALS.items()})
 

@@ -134,9 +134,11 @@ def geneve_supported(ipr) -> bool:
     return True
 
 
-def resolve_type(want: Desired, ipr) -> Tuple[Desired, bool]:
-    """(Desired with type geneve|vxlan and dst_port filled in, geneve supported?)."""
-    supported = geneve_supported(ipr)
+def resolve_type(want: Desired, ipr, supported: Optional[bool] = None) -> Tuple[Desired, bool]:
+    """(Desired with type geneve|vxlan and dst_port filled in, geneve supported?). `supported`: a
+    previous answer of geneve_supported() for the same namespace (saves the probe)."""
+    if supported is None:
+        supported = geneve_supported(ipr)
     otype = want.type
     if otype == "auto":
         otype = "geneve" if supported else "vxlan"
@@ -324,10 +326,11 @@ def sync_overlay_link(params: dict, state: str = "present", check: bool = False,
 
 
 def sync_overlay_links(links: List[dict], owned_prefixes: List[str], check: bool = False,
-                       netns: Optional[str] = None) -> dict:
+                       netns: Optional[str] = None, want_states: bool = False) -> dict:
     """A whole set of links in one call: each of `links` (overlay_link parameters) made present, and every
     other link whose name starts with one of `owned_prefixes` deleted (a removed node's link goes too).
-    Everything is validated before anything changes."""
+    Everything is validated before anything changes. With `want_states`, the result also has `before`
+    and `after`: {name: state as read_link/desired_state give it} of the owned and listed links."""
     if IPRoute is None:
         raise OverlayError("pyroute2 is required")
     wanted = []
@@ -345,13 +348,22 @@ def sync_overlay_links(links: List[dict], owned_prefixes: List[str], check: bool
             raise ValidationError(f"owned_prefixes[{i}]: must not be empty (it would own every link)")
     kw = {"netns": netns, "flags": 0} if netns else {}
     result = {"changed": False, "actions": [], "created": [], "updated": [], "deleted": [], "warnings": []}
+    before: Dict[str, dict] = {}
+    after: Dict[str, dict] = {}
     with IPRoute(**kw) as ipr:
         existing = [l.get_attr("IFLA_IFNAME") for l in ipr.get_links()]
+        supported = geneve_supported(ipr) if wanted else None
         for want in wanted:
-            want, _supported = resolve_type(want, ipr)
+            want, _supported = resolve_type(want, ipr, supported)
             result.setdefault("type", want.type)
             current = read_link(ipr, want.name)
             actions = plan(want, current, "present")
+            if want_states:
+                if current is not None:
+                    before[want.name] = {k: v for k, v in current.items() if k != "index"}
+                after[want.name] = desired_state(want)
+                if want.mtu is None:
+                    after[want.name]["mtu"] = current["mtu"] if current and ("create",) not in actions else None
             if not actions:
                 continue
             result["actions"] += describe(actions, want.name)
@@ -363,9 +375,15 @@ def sync_overlay_links(links: List[dict], owned_prefixes: List[str], check: bool
                     raise OverlayError(f"{want.name}: kernel refused: {e}") from e
         for name in sorted(existing):
             if name not in names and any(name.startswith(p) for p in owned_prefixes):
+                if want_states:
+                    current = read_link(ipr, name)
+                    if current is not None:
+                        before[name] = {k: v for k, v in current.items() if k != "index"}
                 result["actions"] += describe([("delete",)], name)
                 result["deleted"].append(name)
                 if not check:
                     apply(ipr, name, None, [("delete",)])
     result["changed"] = bool(result["actions"])
+    if want_states:
+        result["before"], result["after"] = before, after
     return result

@@ -20,15 +20,7 @@ import ipaddress
 import os
 import socket
 import struct
-import traceback
 from typing import Dict, Iterable, List, NamedTuple, Optional, Tuple
-
-try:
-    from pyroute2 import netns as pyroute2_netns
-    PYROUTE2_IMPORT_ERROR = None
-except ImportError:
-    pyroute2_netns = None
-    PYROUTE2_IMPORT_ERROR = traceback.format_exc()
 
 DEFAULT_TABLE = 18952
 # Tables the kernel owns: never manage their routes nor rules pointing at them.
@@ -427,8 +419,11 @@ class RtnlSocket:
 
     def __init__(self, netns: Optional[str] = None):
         if netns:
-            if pyroute2_netns is None:
-                raise NetlinkError("pyroute2 is required to open a socket in a named network namespace")
+            # Imported here, not at module load: importing pyroute2 costs ~100 ms and only this needs it.
+            try:
+                from pyroute2 import netns as pyroute2_netns  # pylint: disable=import-outside-toplevel
+            except ImportError:
+                raise NetlinkError("pyroute2 is required to open a socket in a named network namespace") from None
             self.sock = pyroute2_netns.create_socket(netns, socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_ROUTE, flags=0)
         else:
             self.sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_ROUTE)
@@ -690,19 +685,24 @@ def _sorted_lines(routes: Dict[int, Dict[tuple, Route]]) -> List[str]:
 
 
 def sync_route_table(routes: Iterable[dict], table: int = DEFAULT_TABLE, state: str = "present",
-                     check: bool = False, netns: Optional[str] = None, want_lines: bool = True) -> dict:
+                     check: bool = False, netns: Optional[str] = None, want_lines: bool = True,
+                     pending_devs: Iterable[str] = ()) -> dict:
     """Makes `table` hold exactly `routes` (state present) or nothing (state absent).
+
+    `pending_devs`: devices that do not exist yet but will (a check-mode run planning the links the
+    routes go through); routes through them are planned as additions instead of refused.
 
     Returns changed, added/replaced/removed (route lines), writes (netlink write messages sent),
     before/after (route lines, sorted) when `want_lines`. Raises ValidationError before touching the
     kernel, NetlinkError if the kernel refuses a write (message names each refused route)."""
     table = validate_table(table)
     desired = normalize_routes(routes if state == "present" else [])
+    pending_devs = set(pending_devs) if check else set()
     with RtnlSocket(netns) as sock:
         links = read_links(sock)
         ifindex = {name: idx for idx, name in links.items()}
         for i, spec in enumerate(routes if state == "present" else []):
-            if spec.get("dev") not in (None, "") and spec["dev"] not in ifindex:
+            if spec.get("dev") not in (None, "") and spec["dev"] not in ifindex and spec["dev"] not in pending_devs:
                 raise ValidationError(f"routes[{i}].dev: {spec['dev']!r} is not a device of this host")
         current = read_routes(sock, table, links)
         plan = plan_routes(desired, current)

@@ -18,7 +18,7 @@ _RTT = re.compile(r"= [\d.]+/([\d.]+)/[\d.]+/[\d.]+ ms")
 
 def ping(interface, address, size, count=3, timeout=1):
     """(ok, avg rtt ms) of `count` don't-fragment pings of `size` payload bytes bound to `interface`."""
-    argv = ["ping", "-n", "-q", "-c", str(count), "-i", "0.2", "-W", str(timeout), "-M", "do", "-s", str(size),
+    argv = ["ping", "-n", "-q", "-c", str(count), "-i", "0.05", "-W", str(timeout), "-M", "do", "-s", str(size),
             "-I", interface, address]
     proc = subprocess.run(argv, capture_output=True, text=True, check=False)
     m = _RTT.search(proc.stdout)
@@ -53,7 +53,7 @@ def probe_once(interface, peer_public_key, address, mtu):
             "message": "handshake %.0f s ago, %d-byte probes answered in %.3f ms" % (age, size + 28, rtt)}
 
 
-def probe(interface, peer_public_key, address, mtu, wait=0.0, interval=0.5):
+def probe(interface, peer_public_key, address, mtu, wait=0.0, interval=0.1):
     """Probes until connected or `wait` seconds passed. `final` is set when the probe waited for its full
     budget: only then is a failure an Error rather than still Connecting."""
     deadline = time.monotonic() + wait

@@ -17,6 +17,7 @@ Private keys live only in memory (bytes); nothing here returns or prints them.
 from __future__ import absolute_import, division, print_function
 
 import base64
+import importlib.util
 import binascii
 import ipaddress
 import os
@@ -36,14 +37,16 @@ except ImportError:
     HAS_CRYPTOGRAPHY = False
     CRYPTOGRAPHY_IMPORT_ERROR = traceback.format_exc()
 
-try:
-    from pyroute2 import IPRoute
-    HAS_PYROUTE2 = True
-    PYROUTE2_IMPORT_ERROR = None
-except ImportError:
-    IPRoute = None
-    HAS_PYROUTE2 = False
-    PYROUTE2_IMPORT_ERROR = traceback.format_exc()
+# pyroute2 is imported when a link is read or changed, not at import: it costs ~100 ms, and the modules that only
+# plan or publish gateways (key generation, status) never need it.
+HAS_PYROUTE2 = importlib.util.find_spec("pyroute2") is not None
+PYROUTE2_IMPORT_ERROR = None if HAS_PYROUTE2 else "ImportError: No module named 'pyroute2'"
+
+
+def IPRoute(*args, **kwargs):  # pylint: disable=invalid-name
+    from pyroute2 import IPRoute as _IPRoute  # pylint: disable=import-outside-toplevel
+    return _IPRoute(*args, **kwargs)
+
 
 KEY_LEN = 32
 ZERO_KEY = bytes(KEY_LEN)

@@ -4,6 +4,7 @@ residue; no private key ever shows. The tests run in order on one lab (each buil
 import base64
 import json
 import os
+import subprocess
 import shutil
 import stat
 
@@ -48,8 +49,19 @@ def remapped(cluster):
 
 def test_connect_wait_reports_connected_with_real_values(lab):
     out = connect(lab, wait=True, wait_timeout=20).stdout
-    assert "INFO   (local) Cluster identity correctly retrieved" in out
-    assert "INFO   (remote) Connection is established" in out
+    # the seeds' progress lines, in their order; the steps run on both clusters at once print local first
+    steps = [line for line in out.splitlines() if line.startswith("INFO")]
+    assert steps == [
+        "INFO   (local) Cluster identity correctly retrieved", "INFO   (local) Network configuration correctly retrieved",
+        "INFO   (remote) Cluster identity correctly retrieved", "INFO   (remote) Network configuration correctly retrieved",
+        "INFO   (local) Network configuration correctly set up", "INFO   (remote) Network configuration correctly set up",
+        "INFO   (local) Configuration applied successfully", "INFO   (remote) Configuration applied successfully",
+        "INFO   (remote) Gateway server correctly set up", "INFO   (remote) Gateway server Secret created successfully",
+        "INFO   (local) Gateway client correctly set up", "INFO   (local) Gateway client Secret created successfully",
+        "INFO   (local) Public key correctly created", "INFO   (remote) Public key correctly created",
+        "INFO   (remote) Gateway server is up", "INFO   (local) Connection created successfully",
+        "INFO   (remote) Connection created successfully",
+        "INFO   (local) Connection is established", "INFO   (remote) Connection is established"], steps
     a, b = lab["a"], lab["b"]
     assert connection(a)["status"]["value"] == "Connected" and connection(a)["spec"]["type"] == "Client"
     assert connection(b)["status"]["value"] == "Connected" and connection(b)["spec"]["type"] == "Server"
@@ -153,11 +165,14 @@ def _wireguard_processes():
     for pid in os.listdir("/proc"):
         if pid.isdigit():
             try:
-                with open(f"/proc/{pid}/comm", encoding="utf-8") as f:
-                    if f.read().strip() == "wireguard-go":
-                        out.append(int(pid))
+                with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+                    stat = f.read()
             except OSError:
-                pass
+                continue
+            # a zombie (exited, not yet reaped by PID 1) holds no socket, link or memory
+            comm, state = stat[stat.find("(") + 1:stat.rfind(")")], stat[stat.rfind(")") + 2]
+            if comm == "wireguard-go" and state not in "ZX":
+                out.append(int(pid))
     return out
 
 
@@ -195,7 +210,10 @@ def test_disconnect_leaves_zero_residue_and_reset_removes_configurations(lab):
     assert "INFO   (local) Gateway client correctly deleted" in out
     for n in nodes:
         assert _dataplane(n) == [], n
-    assert not set(wg_before) & set(_wireguard_processes())
+    left = set(wg_before) & set(_wireguard_processes())
+    assert not left, [(pid, open(f"/proc/{pid}/cmdline", encoding="utf-8").read(),
+                       subprocess.run(["ip", "netns", "identify", str(pid)], capture_output=True, text=True, check=False).stdout)
+                      for pid in left]
     assert not [e for e in os.listdir("/var/run/wireguard") if e.startswith("lwg")]
     for cluster in (a, b):
         for kind in ("gatewayservers", "gatewayclients", "connections", "publickeies"):

@@ -188,9 +188,9 @@ def test_gateway_failover_resumes_traffic(lab):
     pinger.start()
     time.sleep(1)
     t0 = time.monotonic()
-    playbook("reconcile_gateway", lab.inventory_path, gateway_group="cluster_a_gateway", gateway_active_host=standby,
-             gateway_probe_wait=10)
-    overlay(lab, "a", overlay_active_gateway=standby)
+    # one run moves the tunnel and re-points every node (the overlay follows gateway_active_host)
+    playbook("reconcile_gateway", lab.inventory_path, gateway_group="cluster_a_gateway", nodes_group="cluster_a_nodes",
+             gateway_active_host=standby, gateway_probe_wait=10)
     fabric.wait_for(lambda: pinger.replies and pinger.replies[-1] > time.monotonic() - 0.5, timeout=30,
                     what="traffic through the new active gateway")
     t1 = time.monotonic()

@@ -1,0 +1,263 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, liqo.fabric developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A gateway host's whole dataplane from the plan of roles/gateway, in one process.
+
+The gateway role used to run six modules per host (sysctls, WireGuard, NAT table, route table, rules,
+probe); each Ansible module run costs ~0.5 s here, more than the work itself. This applies the same
+desired state by composing the same functions: everything is validated first (nothing is written when any
+gateway's input is bad), then each gateway is built in dependency order (the interface before the routes
+through it) and probed.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from ansible_collections.liqo.fabric.plugins.module_utils import nat_table as nat
+from ansible_collections.liqo.fabric.plugins.module_utils import routing
+from ansible_collections.liqo.fabric.plugins.module_utils import wireguard as wg
+# NftError is re-exported for the module
+from ansible_collections.liqo.fabric.plugins.module_utils.nftables import NftError  # noqa: F401 # pylint: disable=unused-import
+from ansible_collections.liqo.fabric.plugins.module_utils.tunnel_probe import probe
+
+# Forwarding, and loose reverse-path filtering: packets from the overlay and the tunnel come in on other
+# links than the routes back to their sources; loose filtering only needs some route (a default) to cover them.
+SYSCTLS = (("net.ipv4.ip_forward", "1"), ("net.ipv4.conf.all.rp_filter", "2"))
+PROC_SYS = "/proc/sys"
+REQUIRED = ("interface", "nat_table", "table")
+REQUIRED_PRESENT = ("mtu", "transit_address", "peer", "nat_tunnel", "mark", "rule_priority", "probe_address")
+
+
+class DataplaneError(ValueError):
+    """Bad input: the message names the gateway and the field."""
+
+
+def _where(i, gw):
+    return "gateways[%d] (%s)" % (i, gw.get("interface") or gw.get("name") or "?")
+
+
+def _check_keys(i, gw, keys):
+    if not isinstance(gw, dict):
+        raise DataplaneError("gateways[%d]: expected a dict from liqo.fabric.gateway_plan, got %r" % (i, type(gw).__name__))
+    missing = [k for k in keys if gw.get(k) in (None, "")]
+    if missing:
+        raise DataplaneError("%s: missing %s (pass the entries of liqo.fabric.gateway_plan's gateways)"
+                             % (_where(i, gw), ", ".join(missing)))
+
+
+def _wg_params(gw, private_key):
+    peer = gw["peer"]
+    return {"name": gw["interface"], "private_key": private_key, "listen_port": gw.get("listen_port") or None,
+            "mtu": gw["mtu"], "addresses": [gw["transit_address"]], "exclusive": True,
+            "peers": [{"public_key": peer.get("public_key"), "endpoint": peer.get("endpoint") or None,
+                       "allowed_ips": peer.get("allowed_ips") or [],
+                       "persistent_keepalive": peer.get("persistent_keepalive") or 0}]}
+
+
+def _nat_spec(gw):
+    return {"name": gw["nat_table"], "family": "ip", "tunnels": [dict(gw["nat_tunnel"])],
+            "mss": [{"oifname": gw["interface"]}]}
+
+
+def _routes(gw):
+    return [{"dst": "0.0.0.0/0", "dev": gw["interface"]}]
+
+
+def _rules(gw):
+    # fwmark: pods' and replies' traffic (marked in prerouting); to: the host's own first route lookup, made
+    # before the output chain can mark the packet
+    prio = int(gw["rule_priority"])
+    return [{"priority": prio, "fwmark": str(gw["mark"]), "table": gw["table"]},
+            {"priority": prio + 1, "to": gw["nat_tunnel"]["remote_remapped"], "table": gw["table"]}]
+
+
+def validate(gateways, private_keys):
+    """Checks every gateway's input with the validators of the underlying modules; returns the WireGuard
+    specs by interface. Raises DataplaneError naming the gateway and the field."""
+    specs = {}
+    seen = {}
+    for i, gw in enumerate(gateways):
+        _check_keys(i, gw, REQUIRED + REQUIRED_PRESENT)
+        where = _where(i, gw)
+        for key in ("interface", "table", "nat_table"):
+            if gw[key] in seen.setdefault(key, {}):
+                raise DataplaneError("%s.%s: %r is already used by gateways[%d]" % (where, key, gw[key], seen[key][gw[key]]))
+            seen[key][gw[key]] = i
+        key = (private_keys or {}).get(gw["interface"])
+        if not key:
+            raise DataplaneError("%s: private_keys has no key for interface %s" % (where, gw["interface"]))
+        try:
+            specs[gw["interface"]] = wg.validate_interface(_wg_params(gw, key))
+            nat.build_table(_nat_spec(gw))
+            routing.validate_table(gw["table"])
+            routing.normalize_routes(_routes(gw))
+            routing.normalize_rules(_rules(gw), [gw["table"]])
+        except (wg.ValidationError, routing.ValidationError) as e:
+            raise DataplaneError("%s: %s" % (where, e)) from None
+        except nat.NatTableError as e:
+            raise DataplaneError("%s: %s" % (where, "; ".join(e.errors) if getattr(e, "errors", None) else e)) from None
+    return specs
+
+
+def sync_sysctls(check, record_file=None):
+    """Sets SYSCTLS in this network namespace (the per-netns ones) and records them in `record_file` (for
+    a host's boot-time sysctl loading). Returns the names changed."""
+    changed = []
+    for name, value in SYSCTLS:
+        path = os.path.join(PROC_SYS, *name.split("."))
+        with open(path, encoding="ascii") as f:
+            if f.read().strip() == value:
+                continue
+        changed.append(name)
+        if not check:
+            with open(path, "w", encoding="ascii") as f:
+                f.write(value)
+    if record_file:
+        text = "".join("%s = %s\n" % kv for kv in SYSCTLS)
+        try:
+            with open(record_file, encoding="ascii") as f:
+                same = f.read() == text
+        except FileNotFoundError:
+            same = False
+        if not same:
+            changed.append(record_file)
+            if not check:
+                tmp = record_file + ".tmp"
+                with open(tmp, "w", encoding="ascii") as f:
+                    f.write(text)
+                os.chmod(tmp, 0o644)
+                os.replace(tmp, record_file)
+    return changed
+
+
+def _diff(header, before, after):
+    return {"before_header": header, "after_header": header, "before": before, "after": after}
+
+
+def _lines(lines):
+    return "".join(line + "\n" for line in lines)
+
+
+def _wg_text(view):
+    if not view or view.get("state") == "absent":
+        return ""
+    peers = ["peer %s endpoint %s allowed-ips %s keepalive %s" % (
+        p.get("public_key"), p.get("endpoint") or "-", ",".join(p.get("allowed_ips") or []),
+        p.get("persistent_keepalive") or 0) for p in view.get("peers") or []]
+    return _lines(["interface %s public-key %s listen-port %s mtu %s addresses %s" % (
+        view.get("name"), view.get("public_key"), view.get("listen_port"), view.get("mtu"),
+        ",".join(view.get("addresses") or []))] + peers)
+
+
+def wait_name_free(iface, timeout, interval=0.05):
+    """WireGuard-go control sockets are per machine, not per network namespace: on a machine whose
+    namespaces are gateway hosts (the lab), the old active host must let the name go before the new one
+    takes it. The role tears down and builds in the same task on all hosts, so the builder waits here.
+    Returns the seconds waited; raises DataplaneError after `timeout`."""
+    if os.path.exists(os.path.join("/sys/class/net", iface)):
+        return 0.0
+    us = wg.UserspaceBackend(iface)
+    t0 = time.monotonic()
+    while us.socket_live():
+        if time.monotonic() - t0 > timeout:
+            raise DataplaneError("%s: the interface name is still used by a wireguard-go in another network namespace "
+                                 "of this machine after %.0f s (is another host of the group still active?)" % (iface, timeout))
+        time.sleep(interval)
+    return time.monotonic() - t0
+
+
+def _build(gw, spec, check, handover_wait=0.0):
+    """One gateway, in dependency order. Returns (result, diffs)."""
+    iface = gw["interface"]
+    waited = wait_name_free(iface, handover_wait) if handover_wait and not check else 0.0
+    out = {"interface": iface, "kind": gw.get("kind"), "name": gw.get("name"), "namespace": gw.get("namespace"),
+           "handover_wait": round(waited, 3)}
+    t0 = time.monotonic()
+    wres = wg.ensure_present(spec, check_mode=check)
+    out["seconds"] = {"wireguard": round(time.monotonic() - t0, 3)}
+    out["wireguard"] = {k: wres.get(k) for k in ("changed", "created", "backend", "pid", "writes")}
+    nres = nat.ensure(_nat_spec(gw), check_mode=check)
+    out["nat"] = {"changed": nres["changed"], "table": nres["table"], "rules": nres["rules"]}
+    if check and wres["created"]:
+        # the interface does not exist yet: the table's route through it cannot be checked against the kernel
+        routes = {"changed": True, "added": ["0.0.0.0/0 dev %s" % iface], "replaced": [], "removed": [], "writes": 0,
+                  "before": [], "after": ["0.0.0.0/0 dev %s" % iface]}
+    else:
+        routes = routing.sync_route_table(_routes(gw), table=gw["table"], check=check)
+    rules = routing.sync_rules(_rules(gw), tables=[gw["table"]], check=check)
+    out["routes"] = {k: routes[k] for k in ("changed", "added", "replaced", "removed", "writes")}
+    out["rules"] = {k: rules[k] for k in ("changed", "added", "removed", "writes")}
+    out["changed"] = any(out[k]["changed"] for k in ("wireguard", "nat", "routes", "rules"))
+    out["seconds"]["total"] = round(time.monotonic() - t0, 3)
+    out["writes"] = (wres.get("writes") or 0) + (1 if nres["changed"] and not check else 0) + routes["writes"] + rules["writes"]
+    diffs = [_diff("wireguard %s" % iface, _wg_text(wres["diff"]["before"]), _wg_text(wres["diff"]["after"])),
+             _diff("nft table ip %s" % gw["nat_table"], nres["diff"]["before"], nres["diff"]["after"]),
+             _diff("table %s" % gw["table"], _lines(routes["before"]), _lines(routes["after"])),
+             _diff("rules of table %s" % gw["table"], _lines(rules["before"]), _lines(rules["after"]))]
+    return out, diffs
+
+
+def _teardown(gw, check):
+    iface, table = gw["interface"], gw["table"]
+    rules = routing.sync_rules([], tables=[table], state="absent", check=check)
+    routes = routing.sync_route_table([], table=table, state="absent", check=check)
+    nres = nat.ensure({"name": gw["nat_table"], "family": "ip"}, state="absent", check_mode=check)
+    wres = wg.ensure_absent(iface, check_mode=check)
+    out = {"interface": iface, "kind": gw.get("kind"), "name": gw.get("name"), "namespace": gw.get("namespace"),
+           "rules": {"changed": rules["changed"], "removed": rules["removed"]},
+           "routes": {"changed": routes["changed"], "removed": routes["removed"]},
+           "nat": {"changed": nres["changed"], "table": gw["nat_table"]},
+           "wireguard": {"changed": wres["changed"], "backend": wres.get("backend"), "elsewhere": bool(wres.get("elsewhere"))}}
+    out["changed"] = any(out[k]["changed"] for k in ("rules", "routes", "nat", "wireguard"))
+    diffs = [_diff("wireguard %s" % iface, _wg_text(wres["diff"]["before"]), ""),
+             _diff("nft table ip %s" % gw["nat_table"], nres["diff"]["before"], ""),
+             _diff("table %s" % table, _lines(routes.get("before") or []), ""),
+             _diff("rules of table %s" % table, _lines(rules["before"]), "")]
+    return out, diffs
+
+
+def sync_gateway_dataplane(gateways, private_keys=None, state="present", check=False, probe_wait=0.0,
+                           sysctl_file=None, handover_wait=0.0):
+    """Makes this host run exactly `gateways` (state present) or none of them (absent).
+
+    `gateways`: entries of liqo.fabric.gateway_plan (ready ones for present). Returns changed, gateways
+    (per-gateway results), probes (by interface, as tunnel_probe returns them; not in check mode), sysctls
+    (names changed) and diffs. Raises DataplaneError on bad input before anything is written."""
+    gateways = list(gateways or [])
+    if state not in ("present", "absent"):
+        raise DataplaneError("state: %r is not one of present, absent" % (state,))
+    result = {"changed": False, "gateways": [], "probes": {}, "sysctls": [], "diffs": []}
+    if state == "absent":
+        for i, gw in enumerate(gateways):
+            _check_keys(i, gw, REQUIRED)
+        for gw in gateways:
+            out, diffs = _teardown(gw, check)
+            result["gateways"].append(out)
+            result["diffs"] += diffs
+        if sysctl_file and os.path.exists(sysctl_file):
+            result["sysctls"].append(sysctl_file)
+            if not check:
+                os.unlink(sysctl_file)
+    else:
+        specs = validate(gateways, private_keys)
+        if gateways:
+            result["sysctls"] = sync_sysctls(check, sysctl_file)
+            if result["sysctls"]:
+                result["diffs"].append(_diff("sysctls", "", _lines(result["sysctls"])))
+        for gw in gateways:
+            out, diffs = _build(gw, specs[gw["interface"]], check, handover_wait)
+            result["gateways"].append(out)
+            result["diffs"] += diffs
+        if not check:
+            for gw in gateways:
+                if gw.get("error"):
+                    continue
+                t0 = time.monotonic()
+                res = probe(gw["interface"], gw["peer"]["public_key"], gw["probe_address"], int(gw["mtu"]),
+                            float(probe_wait or 0))
+                res["seconds"] = round(time.monotonic() - t0, 3)
+                result["probes"][gw["interface"]] = res
+    result["changed"] = bool(result["sysctls"]) or any(g["changed"] for g in result["gateways"])
+    return result

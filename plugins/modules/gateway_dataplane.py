@@ -1,0 +1,174 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, liqo.fabric developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: gateway_dataplane
+short_description: Build or remove a gateway host's whole dataplane in one call
+version_added: 0.1.0
+description:
+  - Applies the plan of M(liqo.fabric.gateway_plan) on the gateway host it runs on, for every listed gateway,
+    in one process and in dependency order.
+  - First the forwarding and loose reverse-path sysctls; then the WireGuard interface and its one peer (as
+    M(liqo.fabric.wireguard_interface) with C(exclusive=true)); the NAT table with the tunnel's marks, the 1:1
+    remap of the remote pod CIDR and the TCP MSS clamp (as M(liqo.fabric.nat_table) C(tunnels) and C(mss));
+    the tunnel's routing table, a default route into the interface, and the two policy rules selecting it,
+    by fwmark and by remapped remote CIDR (as M(liqo.fabric.route_table) and M(liqo.fabric.route_rule));
+    last a probe of the tunnel, handshake then full-MTU pings (as M(liqo.fabric.tunnel_probe)).
+  - Every input is validated first; when any gateway's input is bad nothing is written and the message names
+    the gateway and the field.
+  - V(state=absent) removes the listed gateways' rules, routes, NAT tables and interfaces (wireguard-go process
+    and socket included) and the recorded sysctl file.
+  - A second identical run writes nothing and reports no change.
+  - One call replaces six module runs, each of which costs more than the work it does.
+author: liqo.fabric developers (@liqo-fabric)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+    details: One diff per part (WireGuard without secrets, NAT table as nft text, routes, rules).
+  platform:
+    platforms: posix
+requirements:
+  - pyroute2
+  - nftables (libnftables or the nft command)
+  - wireguard-go (when the kernel has no wireguard module)
+options:
+  gateways:
+    description:
+      - Entries of RV(liqo.fabric.gateway_plan#module:gateways). With V(state=present) pass the ready ones;
+        each needs C(interface), C(nat_table), C(table), C(mtu), C(transit_address), C(peer), C(nat_tunnel),
+        C(mark), C(rule_priority) and C(probe_address); with V(state=absent) C(interface), C(nat_table) and
+        C(table) are enough.
+    type: list
+    elements: dict
+    default: []
+  private_keys:
+    description:
+      - Private key of each gateway by interface name (RV(liqo.fabric.gateway_plan#module:private_keys)).
+        Required for V(state=present). Never returned or logged.
+    type: dict
+  state:
+    description: V(present) builds the gateways, V(absent) removes them.
+    type: str
+    default: present
+    choices: [present, absent]
+  probe_wait:
+    description:
+      - Seconds the probe keeps trying until the tunnel is up. With V(0) one probe is made and a failure is not
+        final; after a full wait a failure is final. Gateways whose plan has an C(error) are not probed.
+    type: float
+    default: 0
+  handover_wait:
+    description:
+      - Seconds to wait for an interface name that a wireguard-go of another network namespace of the same
+        machine still holds (wireguard-go's control sockets are per machine), for example while the old active
+        gateway host of a failover tears down in the same task. V(0) fails at once.
+    type: float
+    default: 0
+  sysctl_file:
+    description:
+      - File where the sysctl settings are recorded (C(name = value) lines, for boot-time loading). Not written
+        when omitted; removed with V(state=absent).
+    type: path
+notes:
+  - Runs on the gateway host (use the C(liqo.fabric.netns) connection for a network namespace). Needs CAP_NET_ADMIN.
+seealso:
+  - module: liqo.fabric.gateway_plan
+  - module: liqo.fabric.gateway_publish
+"""
+
+EXAMPLES = r"""
+- name: Plan the gateways of the cluster
+  liqo.fabric.gateway_plan:
+    kubeconfig: /etc/kubernetes/admin.conf
+    include_private_keys: true
+  delegate_to: localhost
+  run_once: true
+  register: plan
+  no_log: true
+
+- name: Build them on the gateway host and wait up to 10 s for the tunnels
+  liqo.fabric.gateway_dataplane:
+    gateways: "{{ plan.gateways | selectattr('ready') | list }}"
+    private_keys: "{{ plan.private_keys }}"
+    probe_wait: 10
+  register: dataplane
+
+- name: Remove them
+  liqo.fabric.gateway_dataplane:
+    gateways: "{{ plan.gateways }}"
+    state: absent
+"""
+
+RETURN = r"""
+gateways:
+  description: What was done (or would be) per gateway, by part (wireguard, nat, routes, rules).
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - interface: lwg1a2b3c4d
+      kind: GatewayClient
+      changed: true
+      writes: 5
+      wireguard: {changed: true, created: true, backend: wireguard-go, pid: 4242, writes: 2}
+      nat: {changed: true, table: lfgw_1a2b3c4d5e6f, rules: 7}
+      routes: {changed: true, added: ["0.0.0.0/0 dev lwg1a2b3c4d scope link"], replaced: [], removed: [], writes: 1}
+      rules: {changed: true, added: ["1800: from all fwmark 0x5e2a lookup 24106"], removed: [], writes: 2}
+probes:
+  description: Probe result by interface (connected, reason, message, latency_ms, final), as M(liqo.fabric.tunnel_probe).
+  returned: when state is present and not in check mode
+  type: dict
+  sample: {lwg1a2b3c4d: {connected: true, reason: Established, latency_ms: 0.21, final: true}}
+sysctls:
+  description: Sysctl names (and the record file) changed.
+  returned: always
+  type: list
+  elements: str
+  sample: [net.ipv4.ip_forward]
+"""
+
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+from ansible_collections.liqo.fabric.plugins.module_utils import gateway_dataplane as gd
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            gateways=dict(type="list", elements="dict", default=[]),
+            private_keys=dict(type="dict", no_log=True),
+            state=dict(type="str", default="present", choices=["present", "absent"]),
+            probe_wait=dict(type="float", default=0),
+            sysctl_file=dict(type="path"),
+            handover_wait=dict(type="float", default=0),
+        ),
+        required_if=[("state", "present", ("private_keys",))],
+        supports_check_mode=True,
+    )
+    if not gd.wg.HAS_PYROUTE2:
+        module.fail_json(msg=missing_required_lib("pyroute2"), exception=gd.wg.PYROUTE2_IMPORT_ERROR)
+    p = module.params
+    try:
+        result = gd.sync_gateway_dataplane(p["gateways"], p["private_keys"], p["state"], module.check_mode,
+                                           p["probe_wait"], p["sysctl_file"], p["handover_wait"])
+    except gd.DataplaneError as e:
+        module.fail_json(msg=str(e))
+    except (gd.wg.WireGuardError, gd.routing.NetlinkError, gd.NftError, OSError) as e:
+        module.fail_json(msg="gateway dataplane: %s" % e, exception=traceback.format_exc())
+    diffs = result.pop("diffs")
+    if module._diff:  # pylint: disable=protected-access
+        result["diff"] = diffs
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,161 @@
+"""liqo.fabric.gateway_dataplane on real netns: two gateway hosts joined by a veth build a WireGuard tunnel with
+the NAT table, routing table and rules in one module call each, probe it, rerun with no write, refuse bad input
+before writing anything, and tear down to zero residue. Run through ansible-playbook (run_module)."""
+import os
+import secrets
+import sys
+
+import pytest
+
+from tests.ansible_run import ROOT, run_module
+from tests.lab import netns
+
+pytestmark = pytest.mark.root
+
+sys.path.insert(0, os.path.join(ROOT, "build", "collections"))
+from ansible_collections.liqo.fabric.plugins.module_utils import wireguard as wg  # noqa: E402
+
+MODULE = "liqo.fabric.gateway_dataplane"
+
+
+def entry(tag, role, peer_pub, endpoint, mark):
+    """A gateway_plan entry as the planner makes it (see module_utils/gateway.py)."""
+    local, remote = ("169.254.18.1/30", "169.254.18.2") if role == "Server" else ("169.254.18.2/30", "169.254.18.1")
+    iface = f"lfab{tag}{role[0].lower()}"
+    return {"kind": "Gateway" + role, "role": role, "name": "peer", "namespace": "liqo-tenant-x", "interface": iface,
+            "nat_table": f"lfgw_{tag}{role[0].lower()}", "mark": mark, "table": mark, "rule_priority": 1800,
+            "mtu": 1340, "listen_port": 51820 if role == "Server" else None, "transit_address": local,
+            "probe_address": remote, "ready": True, "error": None,
+            "peer": {"public_key": peer_pub, "endpoint": endpoint, "allowed_ips": ["0.0.0.0/0"],
+                     "persistent_keepalive": 25 if role == "Client" else 0},
+            "nat_tunnel": {"interface": iface, "mark": mark, "remote_original": "10.243.0.0/16",
+                           "remote_remapped": "10.71.0.0/16" if role == "Client" else "10.72.0.0/16", "output": True}}
+
+
+@pytest.fixture
+def pair(veth_pair, tmp_path):
+    a, b = veth_pair
+    tag = secrets.token_hex(2)
+    (priv_s, pub_s), (priv_c, pub_c) = wg.generate_keypair(), wg.generate_keypair()
+    server = entry(tag, "Server", pub_c, None, 24001)
+    client = entry(tag, "Client", pub_s, "192.168.77.2:51820", 24002)
+    ctx = {"client_ns": a, "server_ns": b, "server": server, "client": client,
+           "keys": {server["interface"]: priv_s, client["interface"]: priv_c}, "privs": (priv_s, priv_c),
+           "sysctl": str(tmp_path / "sysctl.conf")}
+    yield ctx
+    for ns, gw in ((a, client), (b, server)):
+        run_module(MODULE, {"gateways": [gw], "state": "absent"}, netns=ns)
+
+
+def build(ctx, side, **extra):
+    gw = ctx[side]
+    args = {"gateways": [gw], "private_keys": {gw["interface"]: ctx["keys"][gw["interface"]]}}
+    args.update(extra)
+    return run_module(MODULE, args, netns=ctx[side + "_ns"])
+
+
+def residue(ns, gw):
+    links = netns.exec_in(ns, ["ip", "-br", "link"]).stdout
+    tables = netns.exec_in(ns, ["nft", "list", "tables"]).stdout
+    rules = netns.exec_in(ns, ["ip", "rule"]).stdout
+    routes = netns.exec_in(ns, ["ip", "route", "show", "table", str(gw["table"])], check=False).stdout
+    sockets = [f for f in os.listdir(wg.RUN_DIR) if f.startswith(gw["interface"])] if os.path.isdir(wg.RUN_DIR) else []
+    return [x for x, present in (("link", gw["interface"] in links), ("nft", gw["nat_table"] in tables),
+                                 ("rule", str(gw["table"]) in rules), ("route", routes.strip() != ""),
+                                 ("socket", bool(sockets))) if present]
+
+
+def test_build_probe_rerun_and_teardown(pair):
+    srv = build(pair, "server", sysctl_file=pair["sysctl"])
+    assert srv["rc"] == 0 and srv["changed"], srv
+    cli = build(pair, "client", probe_wait=10)
+    assert cli["rc"] == 0 and cli["changed"], cli
+    probe = cli["probes"][pair["client"]["interface"]]
+    assert probe["connected"] and probe["reason"] == "Established", probe
+    part = cli["gateways"][0]
+    assert part["wireguard"]["created"] and part["nat"]["changed"] and part["routes"]["added"] and part["rules"]["added"]
+
+    ns, gw = pair["client_ns"], pair["client"]
+    rules = netns.exec_in(ns, ["ip", "rule"]).stdout
+    assert f"fwmark {hex(gw['mark'])} lookup {gw['table']}" in rules and f"to 10.71.0.0/16 lookup {gw['table']}" in rules
+    assert f"dev {gw['interface']}" in netns.exec_in(ns, ["ip", "route", "show", "table", str(gw["table"])]).stdout
+    nft = netns.exec_in(ns, ["nft", "list", "table", "ip", gw["nat_table"]]).stdout
+    assert "prefix to 10.243.0.0/16" in nft and "10.71.0.0/16" in nft and "maxseg size set rt mtu" in nft, nft
+    assert netns.exec_in(ns, ["cat", "/proc/sys/net/ipv4/ip_forward"]).stdout.strip() == "1"
+    with open(pair["sysctl"], encoding="ascii") as f:
+        assert "net.ipv4.conf.all.rp_filter = 2" in f.read()
+
+    again = build(pair, "client", probe_wait=5)
+    assert not again["changed"] and again["gateways"][0]["writes"] == 0, again["gateways"]
+    for result in (srv, cli, again):
+        assert all(p not in result["stdout"] + result["stderr"] for p in pair["privs"])
+
+    gone = run_module(MODULE, {"gateways": [gw], "state": "absent"}, netns=ns)
+    assert gone["changed"]
+    assert residue(ns, gw) == []
+    assert not run_module(MODULE, {"gateways": [gw], "state": "absent"}, netns=ns)["changed"]
+
+
+def test_check_mode_writes_nothing(pair):
+    gw = pair["client"]
+    res = run_module(MODULE, {"gateways": [gw], "private_keys": {gw["interface"]: pair["keys"][gw["interface"]]}},
+                     netns=pair["client_ns"], check=True, diff=True)
+    assert res["rc"] == 0 and res["changed"], res
+    assert res["gateways"][0]["routes"]["added"] and res["probes"] == {}
+    assert residue(pair["client_ns"], pair["client"]) == []
+    assert any("wireguard" in d.get("after_header", "") and "lfab" in d["after"] for d in res["diff"])
+
+
+@pytest.mark.parametrize("field,value,expect", [
+    ("mtu", 100, "mtu"),
+    ("nat_tunnel", {"interface": "x", "mark": 1, "remote_original": "10.243.0.0/33", "remote_remapped": "10.71.0.0/16"},
+     "10.243.0.0/33"),
+    ("peer", {"public_key": "not-a-key", "allowed_ips": ["0.0.0.0/0"]}, "public_key"),
+    ("table", 254, "table"),
+])
+def test_bad_input_names_the_field_and_writes_nothing(pair, field, value, expect):
+    server = dict(pair["server"], **{field: value})
+    good = pair["client"]
+    res = run_module(MODULE, {"gateways": [good, server],
+                              "private_keys": {good["interface"]: pair["keys"][good["interface"]],
+                                               server["interface"]: pair["keys"][server["interface"]]}},
+                     netns=pair["client_ns"])
+    assert res["rc"] != 0 and expect in res["msg"] and "gateways[1]" in res["msg"], res.get("msg")
+    # the valid first gateway was not built either: validation precedes every write
+    assert residue(pair["client_ns"], good) == []
+
+
+def test_missing_private_key_is_refused(pair):
+    res = run_module(MODULE, {"gateways": [pair["client"]], "private_keys": {"other": "x"}}, netns=pair["client_ns"])
+    assert res["rc"] != 0 and "private_keys" in res["msg"] and pair["client"]["interface"] in res["msg"]
+    assert residue(pair["client_ns"], pair["client"]) == []
+
+
+def test_handover_between_namespaces_of_one_machine(pair, netns_factory):
+    """Failover between two hosts of one machine: the old host tears down while the new one builds the same
+    interface name; the builder waits for the name instead of failing."""
+    import threading  # pylint: disable=import-outside-toplevel
+    build(pair, "server")
+    assert build(pair, "client", probe_wait=10)["probes"][pair["client"]["interface"]]["connected"]
+    (standby,) = netns_factory("c")
+    netns.ip_batch([f"link add eth1 netns {standby} type veth peer name eth1 netns {pair['server_ns']}"])
+    netns.ip_batch(["addr add 192.168.78.1/24 dev eth1", "link set eth1 up"], netns=standby)
+    netns.ip_batch(["addr add 192.168.78.2/24 dev eth1", "link set eth1 up"], netns=pair["server_ns"])
+    gw = dict(pair["client"], peer=dict(pair["client"]["peer"], endpoint="192.168.78.2:51820"))
+    out = {}
+
+    def new_host():
+        out["res"] = run_module(MODULE, {"gateways": [gw], "private_keys": {gw["interface"]: pair["keys"][gw["interface"]]},
+                                         "handover_wait": 15, "probe_wait": 10}, netns=standby)
+    t = threading.Thread(target=new_host)
+    t.start()
+    old = run_module(MODULE, {"gateways": [pair["client"]], "state": "absent"}, netns=pair["client_ns"])
+    t.join()
+    res = out["res"]
+    assert old["changed"] and res["rc"] == 0, res.get("msg")
+    assert res["probes"][gw["interface"]]["connected"], res["probes"]
+    # the old host keeps nothing (the control socket of that name is now the new host's)
+    assert [r for r in residue(pair["client_ns"], gw) if r != "socket"] == []
+    assert res["gateways"][0]["wireguard"]["created"]
+    assert run_module(MODULE, {"gateways": [gw], "state": "absent"}, netns=standby)["changed"]
+    assert residue(standby, gw) == []
