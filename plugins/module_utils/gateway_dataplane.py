@@ -19,7 +19,7 @@ from ansible_collections.liqo.fabric.plugins.module_utils import nat_table as na
 from ansible_collections.liqo.fabric.plugins.module_utils import routing
 from ansible_collections.liqo.fabric.plugins.module_utils import wireguard as wg
 # NftError is re-exported for the module
-from ansible_collections.liqo.fabric.plugins.module_utils.nftables import NftError  # noqa: F401 # pylint: disable=unused-import
+from ansible_collections.liqo.fabric.plugins.module_utils.nftables import Nft, NftError  # noqa: F401 # pylint: disable=unused-import
 from ansible_collections.liqo.fabric.plugins.module_utils.tunnel_probe import probe
 
 # Forwarding, and loose reverse-path filtering: packets from the overlay and the tunnel come in on other
@@ -94,10 +94,8 @@ def validate(gateways, private_keys):
             routing.validate_table(gw["table"])
             routing.normalize_routes(_routes(gw))
             routing.normalize_rules(_rules(gw), [gw["table"]])
-        except (wg.ValidationError, routing.ValidationError) as e:
+        except (wg.ValidationError, routing.ValidationError, nat.NatTableError) as e:
             raise DataplaneError("%s: %s" % (where, e)) from None
-        except nat.NatTableError as e:
-            raise DataplaneError("%s: %s" % (where, "; ".join(e.errors) if getattr(e, "errors", None) else e)) from None
     return specs
 
 
@@ -168,7 +166,7 @@ def wait_name_free(iface, timeout, interval=0.05):
     return time.monotonic() - t0
 
 
-def _build(gw, spec, check, handover_wait=0.0):
+def _build(gw, spec, check, nft, handover_wait=0.0):
     """One gateway, in dependency order. Returns (result, diffs)."""
     iface = gw["interface"]
     waited = wait_name_free(iface, handover_wait) if handover_wait and not check else 0.0
@@ -178,7 +176,7 @@ def _build(gw, spec, check, handover_wait=0.0):
     wres = wg.ensure_present(spec, check_mode=check)
     out["seconds"] = {"wireguard": round(time.monotonic() - t0, 3)}
     out["wireguard"] = {k: wres.get(k) for k in ("changed", "created", "backend", "pid", "writes")}
-    nres = nat.ensure(_nat_spec(gw), check_mode=check)
+    nres = nat.ensure(_nat_spec(gw), check_mode=check, nft=nft)
     out["nat"] = {"changed": nres["changed"], "table": nres["table"], "rules": nres["rules"]}
     if check and wres["created"]:
         # the interface does not exist yet: the table's route through it cannot be checked against the kernel
@@ -199,11 +197,11 @@ def _build(gw, spec, check, handover_wait=0.0):
     return out, diffs
 
 
-def _teardown(gw, check):
+def _teardown(gw, check, nft):
     iface, table = gw["interface"], gw["table"]
     rules = routing.sync_rules([], tables=[table], state="absent", check=check)
     routes = routing.sync_route_table([], table=table, state="absent", check=check)
-    nres = nat.ensure({"name": gw["nat_table"], "family": "ip"}, state="absent", check_mode=check)
+    nres = nat.ensure({"name": gw["nat_table"], "family": "ip"}, state="absent", check_mode=check, nft=nft)
     wres = wg.ensure_absent(iface, check_mode=check)
     out = {"interface": iface, "kind": gw.get("kind"), "name": gw.get("name"), "namespace": gw.get("namespace"),
            "rules": {"changed": rules["changed"], "removed": rules["removed"]},
@@ -232,32 +230,36 @@ def sync_gateway_dataplane(gateways, private_keys=None, state="present", check=F
     if state == "absent":
         for i, gw in enumerate(gateways):
             _check_keys(i, gw, REQUIRED)
-        for gw in gateways:
-            out, diffs = _teardown(gw, check)
-            result["gateways"].append(out)
-            result["diffs"] += diffs
-        if sysctl_file and os.path.exists(sysctl_file):
-            result["sysctls"].append(sysctl_file)
-            if not check:
-                os.unlink(sysctl_file)
     else:
         specs = validate(gateways, private_keys)
         if gateways:
             result["sysctls"] = sync_sysctls(check, sysctl_file)
             if result["sysctls"]:
                 result["diffs"].append(_diff("sysctls", "", _lines(result["sysctls"])))
-        for gw in gateways:
-            out, diffs = _build(gw, specs[gw["interface"]], check, handover_wait)
-            result["gateways"].append(out)
-            result["diffs"] += diffs
-        if not check:
+    if gateways:
+        nft = Nft("auto")  # one libnftables context for every table of the call
+        try:
             for gw in gateways:
-                if gw.get("error"):
-                    continue
-                t0 = time.monotonic()
-                res = probe(gw["interface"], gw["peer"]["public_key"], gw["probe_address"], int(gw["mtu"]),
-                            float(probe_wait or 0))
-                res["seconds"] = round(time.monotonic() - t0, 3)
-                result["probes"][gw["interface"]] = res
+                if state == "absent":
+                    out, diffs = _teardown(gw, check, nft)
+                else:
+                    out, diffs = _build(gw, specs[gw["interface"]], check, nft, handover_wait)
+                result["gateways"].append(out)
+                result["diffs"] += diffs
+        finally:
+            nft.close()
+    if state == "absent" and sysctl_file and os.path.exists(sysctl_file):
+        result["sysctls"].append(sysctl_file)
+        if not check:
+            os.unlink(sysctl_file)
+    if not check and state == "present":
+        for gw in gateways:
+            if gw.get("error"):
+                continue
+            t0 = time.monotonic()
+            res = probe(gw["interface"], gw["peer"]["public_key"], gw["probe_address"], int(gw["mtu"]),
+                        float(probe_wait or 0))
+            res["seconds"] = round(time.monotonic() - t0, 3)
+            result["probes"][gw["interface"]] = res
     result["changed"] = bool(result["sysctls"]) or any(g["changed"] for g in result["gateways"])
     return result

@@ -217,11 +217,11 @@ def delete_all(kube, definitions, check_mode=False):
             answer = obj
             if not check_mode:
                 try:
-                    answer = kube.request("DELETE", kube.path(d["kind"], m.get("namespace"), m["name"]))
+                    answer = kube.delete(d["kind"], m.get("namespace"), m["name"])
                 except ApiError as exc:
-                    if exc.status == 404:
-                        continue  # someone else deleted it first
                     raise _error(obj, exc)
+                if answer is None:
+                    continue  # someone else deleted it first
             deleted.append(describe(obj))
             diffs.append(diff_entry(obj, None))
             if isinstance(answer, dict) and answer.get("kind") == d["kind"]:

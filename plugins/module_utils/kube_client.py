@@ -165,13 +165,12 @@ class Kube:
                             content_type="application/merge-patch+json")
 
     def delete(self, kind, namespace, name):
-        """True when something was deleted, False when it did not exist."""
+        """The apiserver's answer (the object, or a Status for some kinds), None when it did not exist."""
         try:
-            self.request("DELETE", self.path(kind, namespace, name))
-            return True
+            return self.request("DELETE", self.path(kind, namespace, name))
         except ApiError as exc:
             if exc.status == 404:
-                return False
+                return None
             raise
 
     def apply(self, obj, dry_run=False, field_manager="liqo-fabric"):

@@ -166,47 +166,41 @@ def sync_overlay_dataplane(node_plan: Optional[dict], table: int = DEFAULT_TABLE
         result = {"changed": False, "writes": 0, "state": state, "table": table, "warnings": []}
         parts = {}
 
-        def links():
+        def guarded(invalid, failed, invalid_prefix, failed_prefix, fn):
+            """fn(), its input errors as ValidationError and the kernel's refusals as DataplaneError."""
             try:
-                r = olink.sync_overlay_links(v["links"], list(OWNED_PREFIXES), check=check, want_states=want_diff)
-            except olink.ValidationError as e:
-                raise ValidationError(f"links: {e}") from None
-            except (olink.OverlayError, OSError) as e:
-                raise DataplaneError(f"links: {e}") from e
+                return fn()
+            except invalid as e:
+                raise ValidationError(f"{invalid_prefix}{e}") from None
+            except failed as e:
+                raise DataplaneError(f"{failed_prefix}{e}") from e
+
+        def links():
+            r = guarded(olink.ValidationError, (olink.OverlayError, OSError), "links: ", "links: ",
+                        lambda: olink.sync_overlay_links(v["links"], list(OWNED_PREFIXES), check=check,
+                                                         want_states=want_diff))
             result["warnings"] += r.pop("warnings", [])
             if not check:
                 result["writes"] += len(r["actions"])
             parts["links"] = r
 
         def routes():
-            try:
-                r = routing.sync_route_table(v["routes"], table=table, state=state, check=check, want_lines=want_diff,
-                                             pending_devs=v["link_names"])
-            except routing.ValidationError as e:
-                raise ValidationError(str(e)) from None
-            except (routing.NetlinkError, OSError) as e:
-                raise DataplaneError(f"routes of table {table}: {e}") from e
+            r = guarded(routing.ValidationError, (routing.NetlinkError, OSError), "", f"routes of table {table}: ",
+                        lambda: routing.sync_route_table(v["routes"], table=table, state=state, check=check,
+                                                         want_lines=want_diff, pending_devs=v["link_names"]))
             result["writes"] += r.pop("writes")
             parts["routes"] = r
 
         def rules():
-            try:
-                r = routing.sync_rules(v["rules"], tables=[table], state=state, check=check)
-            except routing.ValidationError as e:
-                raise ValidationError(str(e)) from None
-            except (routing.NetlinkError, OSError) as e:
-                raise DataplaneError(f"rules: {e}") from e
+            r = guarded(routing.ValidationError, (routing.NetlinkError, OSError), "", "rules: ",
+                        lambda: routing.sync_rules(v["rules"], tables=[table], state=state, check=check))
             result["writes"] += r.pop("writes")
             parts["rules"] = r
 
         def nat_table():
             want = "present" if v["bypass"] else "absent"
-            try:
-                r = nat.ensure(_nat_spec(v["bypass"]), state=want, check_mode=check, nft=nft)
-            except nat.NatTableError as e:
-                raise ValidationError(str(e)) from None
-            except (NftError, OSError) as e:
-                raise DataplaneError(f"nat table {NAT_TABLE}: {e}") from e
+            r = guarded(nat.NatTableError, (NftError, OSError), "", f"nat table {NAT_TABLE}: ",
+                        lambda: nat.ensure(_nat_spec(v["bypass"]), state=want, check_mode=check, nft=nft))
             if r["changed"] and not check:
                 result["writes"] += 1  # one nft transaction
             parts["nat"] = r
@@ -225,13 +219,11 @@ def sync_overlay_dataplane(node_plan: Optional[dict], table: int = DEFAULT_TABLE
     result["nat"] = {"changed": nr["changed"], "table": NAT_TABLE, "rules": nr["rules"]}
     result["changed"] = bool(lr["changed"] or rr["changed"] or ur["changed"] or nr["changed"])
     if want_diff:
-        before = (_section("links", [link_line(n, s) for n, s in sorted(lr["before"].items())])
-                  + _section(f"routes, table {table}", rr["before"])
-                  + _section("rules", ur["before"])
-                  + _section(f"nftables table {NAT_FAMILY} {NAT_TABLE}", nr["diff"]["before"].splitlines()))
-        after = (_section("links", [link_line(n, s) for n, s in sorted(lr["after"].items())])
-                 + _section(f"routes, table {table}", rr["after"])
-                 + _section("rules", ur["after"])
-                 + _section(f"nftables table {NAT_FAMILY} {NAT_TABLE}", nr["diff"]["after"].splitlines()))
+        def text(side):
+            return (_section("links", [link_line(n, st) for n, st in sorted(lr[side].items())])
+                    + _section(f"routes, table {table}", rr[side])
+                    + _section("rules", ur[side])
+                    + _section(f"nftables table {NAT_FAMILY} {NAT_TABLE}", nr["diff"][side].splitlines()))
+        before, after = text("before"), text("after")
         result["diff"] = {"before": before, "after": after}
     return result

@@ -216,7 +216,7 @@ def gateway_latency(workdir: str) -> None:
         try:
             wait_for(lambda: ready(kube, "GatewayClient", ns, name), 120, "the GatewayClient Ready at start")
             time.sleep(3)  # the start-up reconciles of the other objects settle
-            lat, play = [], []
+            lat = []
             for i in range(GW_SEQ):
                 mtu = 1320 if i % 2 == 0 else 1340
                 gen = kube.patch("GatewayClient", ns, name, {"spec": {"mtu": mtu}})["metadata"]["generation"]
@@ -226,9 +226,8 @@ def gateway_latency(workdir: str) -> None:
                 lat.append(time.monotonic() - t0)
                 if wg_mtu(a.gateway_nodes[0].netns) != mtu:
                     raise RuntimeError(f"Ready at generation {gen} but the tunnel's MTU is not {mtu}")
-            durations = ctl.metric("liqo_fabric_reconcile_duration_seconds_sum", kind="GatewayClient")
-            count = ctl.metric("liqo_fabric_reconcile_duration_seconds_count", kind="GatewayClient")
-            play.append(durations / max(1, count))
+            play = ctl.metric("liqo_fabric_reconcile_duration_seconds_sum", kind="GatewayClient") / max(
+                1, ctl.metric("liqo_fabric_reconcile_duration_seconds_count", kind="GatewayClient"))
         finally:
             ctl.stop(signal.SIGTERM)
         runner = PlaybookRunner(os.path.join(workdir, "rt-gw-naive"), ROOT, inventory=lab.inventory_path)
@@ -242,7 +241,7 @@ def gateway_latency(workdir: str) -> None:
     print(f"  dataplane change: GatewayClient spec.mtu edited {GW_SEQ} times -> tunnel MTU applied and Ready:")
     figure("ours p50", pct(lat, 50), "s", target=1.5)
     figure("ours p99", pct(lat, 99), "s", target=3.0)
-    figure("ours: mean reconcile (reconcile_gateway.yml, gateway + overlay + status)", play[0], "s")
+    figure("ours: mean reconcile (reconcile_gateway.yml, gateway + overlay + status)", play, "s")
     figure("plain ansible-runner run of the same playbook, median of 3", pct(naive, 50), "s")
     ratio("p50 ours / one plain run", pct(lat, 50), pct(naive, 50))
 
