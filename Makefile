@@ -27,7 +27,14 @@ $(VENV)/.stamp: requirements.txt requirements-test.txt pyproject.toml
 	@rm -rf *.egg-info
 	@touch $@
 
-venv: $(VENV)/.stamp
+# Module runs through this venv's Python take their bytecode from a cache (tools/ansiballz_cache.py).
+$(VENV)/.ansiballz-cache: tools/ansiballz_cache.py $(VENV)/.stamp
+	@site=$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') && \
+	  install -m 0644 $< "$$site/liqo_fabric_ansiballz_cache.py" && \
+	  echo 'import liqo_fabric_ansiballz_cache; liqo_fabric_ansiballz_cache.install()' > "$$site/liqo_fabric_ansiballz_cache.pth"
+	@touch $@
+
+venv: $(VENV)/.stamp $(VENV)/.ansiballz-cache
 
 collection:
 	@mkdir -p $(dir $(COLL_LINK)) $(ANSIBLE_HOME)

@@ -54,6 +54,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--metrics-port", type=int, default=8080, help="/metrics /healthz /readyz (0: any free port)")
     p.add_argument("--watch-timeout", type=int, default=240, help="seconds per watch request before it is renewed")
     p.add_argument("--no-state", action="store_true", help="do not persist applied hashes in ConfigMap liqo/%s" % "liqo-fabric-controller-state")
+    p.add_argument("--no-warm-runner", action="store_true",
+                   help="spawn a cold ansible-playbook per run (default: fork runs from a zygote that imported Ansible once)")
     p.add_argument("--log-level", default=os.environ.get("FABRIC_LOG_LEVEL", "info"))
     return p.parse_args(argv)
 
@@ -95,7 +97,8 @@ def main(argv=None) -> int:
                     debounce=args.debounce, leader_elect=not args.no_leader_elect, lease_duration=args.lease_duration,
                     lease_namespace=args.lease_namespace, identity=args.identity, node_mode=args.node_mode,
                     node_name=args.node_name, watch_map_path=args.watches, metrics=metrics,
-                    state_configmap=not args.no_state, watch_timeout=args.watch_timeout)
+                    state_configmap=not args.no_state, watch_timeout=args.watch_timeout,
+                    warm_runner=not args.no_warm_runner)
     http = HealthServer(args.metrics_address, args.metrics_port, metrics, engine.healthy, engine.ready)
     http.start()
     done = threading.Event()

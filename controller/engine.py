@@ -89,7 +89,8 @@ class Engine:
                  leader_elect: bool = True, lease_duration: float = 15.0, lease_namespace: str = "liqo",
                  identity: Optional[str] = None, node_mode: bool = False, node_name: str = "",
                  watch_map_path: Optional[str] = None, metrics: Optional[Metrics] = None,
-                 state_configmap: bool = True, watch_timeout: int = 240, max_retry_delay: float = 60.0):
+                 state_configmap: bool = True, watch_timeout: int = 240, max_retry_delay: float = 60.0,
+                 warm_runner: bool = True):
         self.mode = "node" if node_mode else "controller"
         self.entries = [e for e in entries if self.mode in e.modes]
         self.by_kind = {e.kind: e for e in self.entries}
@@ -98,7 +99,7 @@ class Engine:
         self.node_name = node_name
         self.metrics = metrics or Metrics()
         self.queue = WorkQueue(debounce=debounce)
-        self.runner = PlaybookRunner(runtime_dir, collection_root, inventory)
+        self.runner = PlaybookRunner(runtime_dir, collection_root, inventory, warm=warm_runner)
         self.workers_n = max(1, workers)
         self.stop = threading.Event()
         self.identity = identity or f"{socket.gethostname()}-{os.getpid()}"
@@ -172,6 +173,7 @@ class Engine:
             if cs.leader and cs.leader.is_alive():
                 cs.leader.join(max(0.1, deadline - time.monotonic()))
         self._pool.shutdown(wait=False)
+        self.runner.close()   # the warm runner's zygote (and any run it still has)
 
     def ready(self) -> tuple:
         detail = {c: {k: i.synced.is_set() for k, i in cs.informers.items()} for c, cs in self.clusters.items()}
@@ -449,8 +451,10 @@ class Engine:
         res = self.runner.run(playbook, extravars, timeout, ident, cancel=self.stop.is_set)
         result = "ok" if res.ok else "failed"
         self.metrics.reconcile.labels(cs.name, entry.kind, result).observe(res.duration)
+        mode = "warm" if res.warm else "cold"
+        self.metrics.runner_starts.labels(mode).inc()
         if res.spawn_seconds is not None:
-            self.metrics.spawn.observe(res.spawn_seconds)
+            self.metrics.spawn.labels(mode).observe(res.spawn_seconds)
         self.metrics.changed_tasks.labels(cs.name, entry.kind).inc(res.changed)
         log.info("playbook done", extra=_f(cluster=cs.name, key=item.key, result=result, seconds=round(res.duration, 3),
                                            changed=res.changed, message=res.message if not res.ok else ""))

@@ -34,7 +34,9 @@ class Metrics:
         self.runs = Counter("liqo_fabric_playbook_runs_total", "Playbook runs started",
                             ["cluster", "kind", "playbook"], registry=r)
         self.spawn = Histogram("liqo_fabric_runner_spawn_seconds", "ansible_runner start to first playbook event",
-                               buckets=(0.1, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2, 5), registry=r)
+                               ["mode"], buckets=(0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2, 5), registry=r)
+        self.runner_starts = Counter("liqo_fabric_runner_starts_total",
+                                     "Playbook runs by start: warm (forked from the zygote) or cold", ["mode"], registry=r)
         self.changed_tasks = Counter("liqo_fabric_changed_tasks_total", "Changed tasks reported by runs",
                                      ["cluster", "kind"], registry=r)
         self.drift = Counter("liqo_fabric_drift_detected_total", "Drift checks that found a difference",

@@ -5,13 +5,17 @@
 - one private_data_dir per worker slot (0700, under the runtime dir), artifacts rotated;
 - the event handler keeps what the controller needs (first failed task: name, msg and result; changed
   count; `set_stats` data) and returns False so no event is written to disk; no stdout file either;
-- extra vars carry no secrets (paths and names only).
+- extra vars carry no secrets (paths and names only);
+- warm runner (default): ansible_runner spawns controller/warm.py's client instead of ansible-playbook, and
+  a zygote that imported Ansible once forks the run (same pty, events and environment; cold fallback).
 """
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import os
+import shlex
 import shutil
 import sys
 import threading
@@ -19,6 +23,10 @@ import time
 from typing import Callable, Optional
 
 import ansible_runner
+from ansible_runner.config.runner import RunnerConfig
+
+from controller import warm as warm_mod
+from controller.warm_client import MARKER as WARM_MARKER
 
 log = logging.getLogger("controller.runner")
 
@@ -38,6 +46,7 @@ class RunResult:
     failed_msg: str = ""
     failed_result: dict = dataclasses.field(default_factory=dict)
     stats: dict = dataclasses.field(default_factory=dict)   # set_stats data (aggregate)
+    warm: bool = False               # forked from the warm runner's zygote (False: a cold ansible-playbook)
 
     @property
     def message(self) -> str:
@@ -66,7 +75,7 @@ def collection_env(collection_root: str) -> dict:
 
 class PlaybookRunner:
     def __init__(self, runtime_dir: str, collection_root: str, inventory: Optional[str] = None,
-                 rotate: int = 3, extra_env: Optional[dict] = None):
+                 rotate: int = 3, extra_env: Optional[dict] = None, warm: bool = True):
         self.runtime_dir = runtime_dir
         self.inventory = os.path.abspath(inventory) if inventory else None
         self.rotate = rotate
@@ -91,6 +100,40 @@ class PlaybookRunner:
         self._slot_lock = threading.Lock()
         self._next_slot = 0
         self._runs = 0
+        # one cwd for every run (ansible_runner's cwd is project_dir when it exists): the zygote's config
+        # (ini file lookup, relative paths) was evaluated there
+        self.project_dir = os.path.join(runtime_dir, "project")
+        os.makedirs(self.project_dir, mode=0o700, exist_ok=True)
+        self.zygote: Optional[warm_mod.Zygote] = None
+        self._cold_logged: set = set()
+        if warm:
+            self._start_zygote()
+
+    def _common_kwargs(self) -> dict:
+        """The ansible_runner arguments that shape a run's environment (shared by runs and the zygote probe)."""
+        # suppress_env_files: otherwise the first run of a slot writes env/envvars and env/extravars, and every
+        # later run of the slot merges those stale files in (envvars from the file win; old extra vars leak)
+        return dict(envvars=self.env, project_dir=self.project_dir, quiet=True, suppress_output_file=True,
+                    suppress_env_files=True)
+
+    def _start_zygote(self) -> None:
+        """The zygote gets the environment ansible_runner prepares for a run in one of our slots."""
+        try:
+            slot = os.path.join(self.runtime_dir, "slot0")
+            os.makedirs(slot, mode=0o700, exist_ok=True)
+            rc = RunnerConfig(private_data_dir=slot, playbook="probe.yml", ident="warm-probe", **self._common_kwargs())
+            rc.prepare()
+            shutil.rmtree(rc.artifact_dir, ignore_errors=True)
+            self.zygote = warm_mod.Zygote(self.runtime_dir, rc.env, rc.cwd, self.binary)
+            self.zygote.start()
+        except Exception as exc:  # pylint: disable=broad-except
+            log.warning("warm runner disabled: zygote did not start", extra={"fields": {"error": str(exc)}})
+            self.zygote = None
+
+    def close(self) -> None:
+        """Stops the zygote (its runs are killed) and removes its socket."""
+        if self.zygote is not None:
+            self.zygote.close()
 
     def _slot_dir(self) -> str:
         slot = getattr(self._slots, "dir", None)
@@ -128,13 +171,22 @@ class PlaybookRunner:
                 acc["stats"] = data.get("artifact_data") or {}
             return False  # nothing written to the artifact dir
 
+        playbook = os.path.abspath(playbook)
+        kwargs = self._common_kwargs()
+        zygote = self.zygote
+        if zygote is not None and not zygote.closed:
+            zygote.ensure()
+            # binary= is run as is (ansible_runner's RAW mode): the playbook goes on the command line
+            kwargs.update(binary=zygote.launcher, cmdline=shlex.quote(playbook))
+        warm = False
         try:
             r = ansible_runner.run(
                 private_data_dir=self._slot_dir(), playbook=playbook, inventory=self.inventory, extravars=extravars,
-                envvars=self.env, ident=ident, rotate_artifacts=self.rotate, quiet=True,
-                suppress_output_file=True, event_handler=on_event, timeout=int(max(1, timeout)),
-                cancel_callback=cancel or (lambda: False), limit=limit)
+                ident=ident, rotate_artifacts=self.rotate, event_handler=on_event, timeout=int(max(1, timeout)),
+                cancel_callback=cancel or (lambda: False), limit=limit, **kwargs)
             status, rc = r.status, r.rc
+            if "binary" in kwargs:
+                warm = self._warm_outcome(r.config.artifact_dir)
         except Exception as exc:  # pylint: disable=broad-except
             log.exception("ansible_runner failed", extra={"fields": {"playbook": playbook, "error": str(exc)}})
             status, rc = "error", None
@@ -142,7 +194,7 @@ class PlaybookRunner:
         duration = time.monotonic() - t0
         res = RunResult(ok=status == "successful" and rc == 0, status=status, rc=rc, duration=duration,
                         spawn_seconds=(first_event[0] - t0) if first_event else None,
-                        changed=acc["changed"], stats=acc["stats"])
+                        changed=acc["changed"], stats=acc["stats"], warm=warm)
         if not res.ok:
             if acc["failed"]:
                 failed = acc["failed"]
@@ -150,6 +202,21 @@ class PlaybookRunner:
             elif status == "timeout":
                 res.failed_msg = f"timed out after {int(timeout)} s"
         return res
+
+    def _warm_outcome(self, artifact_dir: str) -> bool:
+        try:
+            with open(os.path.join(artifact_dir, WARM_MARKER), encoding="utf-8") as f:
+                marker = json.load(f)
+        except (OSError, ValueError):
+            return False
+        if marker.get("warm"):
+            return True
+        diff = tuple(marker.get("diff") or ())
+        if diff and diff not in self._cold_logged:   # once per set of differing names
+            self._cold_logged.add(diff)
+            log.warning("warm runner: environment differs from the zygote's, run cold",
+                        extra={"fields": {"differs": list(diff), "reason": marker.get("reason", "")}})
+        return False
 
 
 def _failure_msg(res: dict) -> str:

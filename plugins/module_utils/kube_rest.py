@@ -72,6 +72,9 @@ class Connection:
             raise KubeConfigError("kubeconfig: '%s' cannot be read (%s)" % (path, exc.strerror))
         except yaml.YAMLError as exc:
             raise KubeConfigError("kubeconfig: '%s' is not valid YAML (%s)" % (path, exc))
+        if not isinstance(cfg, dict):
+            raise KubeConfigError("kubeconfig: '%s' is not a kubeconfig (a YAML %s, not a mapping)"
+                                  % (path, type(cfg).__name__))
         base_dir = os.path.dirname(os.path.abspath(path))
 
         def named(section, name):
@@ -100,13 +103,18 @@ class Connection:
 
         sslctx = None
         if server.startswith("https"):
-            sslctx = ssl.create_default_context()
-            if cluster.get("insecure-skip-tls-verify"):
-                sslctx.check_hostname = False
-                sslctx.verify_mode = ssl.CERT_NONE
             ca = material("certificate-authority-data", "certificate-authority", cluster)
-            if ca:
-                sslctx.load_verify_locations(cadata=ca.decode())
+            insecure = cluster.get("insecure-skip-tls-verify")
+            if ca and not insecure:
+                # the kubeconfig's CA is the only trust root (as kubectl does): the system store is not loaded
+                sslctx = ssl.create_default_context(cadata=ca.decode())
+            else:
+                sslctx = ssl.create_default_context()
+                if insecure:
+                    sslctx.check_hostname = False
+                    sslctx.verify_mode = ssl.CERT_NONE
+                if ca:
+                    sslctx.load_verify_locations(cadata=ca.decode())
             cert = material("client-certificate-data", "client-certificate", user)
             key = material("client-key-data", "client-key", user)
             if cert and key:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
+import json
 
 INTERNAL_IP_ANNOTATION = "networking.liqo.io/internal-ip"
 TABLE = 18952
@@ -176,3 +177,12 @@ def _pod_gateway_address(node):
         return None
     net = ipaddress.ip_network(cidr, strict=False)
     return str(net.network_address + 1) if net.num_addresses > 2 else None
+
+
+def host_digest(host, table=TABLE):
+    """Short, stable digest of one node's desired overlay state (its plan entry and the routing table).
+
+    The node_overlay role records it after an apply (a ConfigMap) so that a gateway event that leaves a node's
+    state as it was can skip that node (`overlay_skip_unchanged`)."""
+    text = json.dumps({"host": host, "table": table}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:20]

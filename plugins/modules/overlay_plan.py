@@ -47,6 +47,18 @@ options:
     description: Plan the rules that keep a CNI masquerade away from pod traffic to the remote clusters.
     type: bool
     default: true
+  table:
+    description: Routing table of the overlay on the nodes; part of each node's RV(digests).
+    type: int
+    default: 18952
+  record_name:
+    description: ConfigMap whose C(data) maps node names to the digest of their last applied overlay (RV(applied)).
+    type: str
+    default: liqo-fabric-overlay-applied
+  record_namespace:
+    description: Namespace of O(record_name).
+    type: str
+    default: liqo
 """
 
 EXAMPLES = r"""
@@ -80,6 +92,18 @@ remote_cidrs:
   returned: always
   type: list
   elements: str
+digests:
+  description:
+    - Per node name, a digest of its desired overlay state (its RV(hosts) entry and O(table)).
+    - Equal to the node's RV(applied) digest when that state was applied and recorded since.
+  returned: always
+  type: dict
+applied:
+  description:
+    - Per node name, the digest recorded in O(record_name) after the node's last apply (empty when none). The
+      C(node_overlay) role skips a node whose digest did not change when C(overlay_skip_unchanged) is true.
+  returned: always
+  type: dict
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -87,7 +111,8 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import (
     KUBE_ARG_SPEC, LIQO_NAMESPACE, REMOTE_CLUSTER_ID_LABEL, with_kube)
 from ansible_collections.liqo.fabric.plugins.module_utils.gateway import KINDS, gateway_id, interface_name
-from ansible_collections.liqo.fabric.plugins.module_utils.overlay_plan import INTERNAL_IP_ANNOTATION, plan
+from ansible_collections.liqo.fabric.plugins.module_utils.overlay_plan import (
+    INTERNAL_IP_ANNOTATION, host_digest, plan)
 
 GATEWAY_LABEL = "liqo.io/gateway-host"
 
@@ -118,6 +143,9 @@ def main():
             link_type=dict(type="str", choices=["auto", "geneve", "vxlan"], default="auto"),
             mtu=dict(type="int", default=1450),
             masquerade_bypass=dict(type="bool", default=True),
+            table=dict(type="int", default=18952),
+            record_name=dict(type="str", default="liqo-fabric-overlay-applied"),
+            record_namespace=dict(type="str", default="liqo"),
         ),
         supports_check_mode=True,
     )
@@ -138,11 +166,14 @@ def main():
         if result["annotate"] and not module.check_mode:
             for name, ip in result["annotate"].items():
                 kube.patch("Node", None, name, {"metadata": {"annotations": {INTERNAL_IP_ANNOTATION: ip}}})
-        return result, active, remote
+        record = (kube.get("ConfigMap", p["record_namespace"], p["record_name"]) or {}).get("data") or {}
+        return result, active, remote, {name: record.get(name, "") for name in result["hosts"]}
 
-    result, active, remote = with_kube(module, work, user_errors=(ValueError,))
+    result, active, remote, applied = with_kube(module, work, user_errors=(ValueError,))
+    digests = {name: host_digest(host, p["table"]) for name, host in result["hosts"].items()}
     module.exit_json(changed=bool(result["annotate"]), hosts=result["hosts"], assign=result["assign"],
-                     annotated=result["annotate"], active_gateway=active, remote_cidrs=remote)
+                     annotated=result["annotate"], active_gateway=active, remote_cidrs=remote,
+                     digests=digests, applied=applied)
 
 
 if __name__ == "__main__":

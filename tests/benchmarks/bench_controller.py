@@ -65,6 +65,22 @@ def rss_mib(pid: int) -> float:
     return 0.0
 
 
+def tree_rss_mib(pid: int) -> float:
+    """RSS of a process and all its descendants (the controller and its warm runner's zygote), summed: pages
+    the zygote shares with nothing are counted once, shared libraries twice (an overestimate)."""
+    total, todo = 0.0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            total += rss_mib(p)
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children", encoding="utf-8") as f:
+                    todo += [int(c) for c in f.read().split()]
+        except OSError:
+            pass
+    return total
+
+
 def latency_run(kube: Kube, prefix: str, start: int, n: int) -> list:
     out = []
     for i in range(n):
@@ -102,7 +118,7 @@ class NaiveLoop:
     def __init__(self, kubeconfig: str, runtime: str, workers: int = 2):
         self.api = ClusterAPI("a", kubeconfig)
         self.kubeconfig = kubeconfig
-        self.runner = PlaybookRunner(runtime, ROOT)
+        self.runner = PlaybookRunner(runtime, ROOT, warm=False)   # the plain baseline: a cold ansible-playbook per run
         self.status = StatusWriter(self.api)
         self.stop = threading.Event()
         self.pool = concurrent.futures.ThreadPoolExecutor(workers)
@@ -160,7 +176,7 @@ def resync_cpu(kube: Kube, kubeconfig: str, workdir: str) -> tuple:
     with concurrent.futures.ThreadPoolExecutor(16) as pool:
         list(pool.map(mk, range(RESYNC_N)))
     eng = Engine(entries, {"a": kubeconfig}, ROOT, os.path.join(workdir, "rt-inproc"), leader_elect=False,
-                 state_configmap=False)
+                 state_configmap=False, warm_runner=False)
     cs = eng.clusters["a"]
     for kind in eng.kinds():
         inf = Informer(cs.api, RESOURCES[kind], lambda *a: None, eng.stop)
@@ -230,7 +246,7 @@ def gateway_latency(workdir: str) -> None:
                 1, ctl.metric("liqo_fabric_reconcile_duration_seconds_count", kind="GatewayClient"))
         finally:
             ctl.stop(signal.SIGTERM)
-        runner = PlaybookRunner(os.path.join(workdir, "rt-gw-naive"), ROOT, inventory=lab.inventory_path)
+        runner = PlaybookRunner(os.path.join(workdir, "rt-gw-naive"), ROOT, inventory=lab.inventory_path, warm=False)
         naive = []
         for dummy in range(3):
             res = runner.run(GATEWAY, {"kubeconfig": a.kubeconfig, "fabric_cluster": "a",
@@ -244,6 +260,38 @@ def gateway_latency(workdir: str) -> None:
     figure("ours: mean reconcile (reconcile_gateway.yml, gateway + overlay + status)", play, "s")
     figure("plain ansible-runner run of the same playbook, median of 3", pct(naive, 50), "s")
     ratio("p50 ours / one plain run", pct(lat, 50), pct(naive, 50))
+
+
+def warm_vs_cold(kubeconfig: str, workdir: str, n: int = 10) -> dict:
+    """spawn_seconds and duration medians of a no-op playbook and reconcile_ipam.yml, warm runner vs cold
+    (one PlaybookRunner each, runs alternated so both see the same machine load)."""
+    noop = os.path.join(workdir, "warm-noop.yml")
+    with open(noop, "w", encoding="utf-8") as f:
+        f.write("- hosts: localhost\n  gather_facts: false\n  tasks: [{ansible.builtin.debug: {msg: hi}}]\n")
+    runners = {"warm": PlaybookRunner(os.path.join(workdir, "rt-warm"), ROOT, warm=True),
+               "cold": PlaybookRunner(os.path.join(workdir, "rt-cold"), ROOT, warm=False)}
+    runners["warm"].zygote.wait_ready(60)
+    out = {}
+    try:
+        for name, pb, xv in (("no-op playbook", noop, {}), ("reconcile_ipam.yml", IPAM, {"kubeconfig": kubeconfig})):
+            res = {"warm": [], "cold": []}
+            for dummy in range(n):
+                for mode, runner in runners.items():
+                    r = runner.run(pb, xv, 120, "wvc")
+                    assert r.ok and r.warm == (mode == "warm"), (mode, r)
+                    res[mode].append(r)
+            for mode, rs in res.items():
+                out[(name, mode)] = (pct([r.spawn_seconds for r in rs], 50), pct([r.duration for r in rs], 50))
+    finally:
+        for runner in runners.values():
+            runner.close()
+    print(f"  warm runner vs cold ansible-playbook ({n} runs each, medians):")
+    for (name, mode), (spawn, dur) in out.items():
+        figure(f"{name}: {mode} spawn (run() -> first event)", spawn, "s")
+        figure(f"{name}: {mode} duration", dur, "s")
+    for name in ("no-op playbook", "reconcile_ipam.yml"):
+        ratio(f"{name}: duration warm / cold", out[(name, "warm")][1], out[(name, "cold")][1])
+    return out
 
 
 def run():
@@ -261,6 +309,7 @@ def run():
                 "reconcile_ipam.yml", "install.yml"), "-e", f"kubeconfig={kc}", "-e", "pod_cidr=10.243.0.0/16"],
                 cwd=ROOT, env=env, check=True, capture_output=True)
             kube = Kube(kc)
+            warm_vs_cold(kc, workdir)
 
             # ---- ours: latency, burst, RSS
             ctl = ControllerProc(workdir, {"a": kc}, "--no-leader-elect", name="bench").start()
@@ -268,6 +317,7 @@ def run():
             burst = burst_run(kube, "burst", 20, BURST)
             time.sleep(2)
             rss = rss_mib(ctl.proc.pid)
+            rss_tree = tree_rss_mib(ctl.proc.pid)
             runs_ours = ctl.metric("liqo_fabric_playbook_runs_total")
             play_mean = ctl.metric("liqo_fabric_reconcile_duration_seconds_sum") / max(
                 1, ctl.metric("liqo_fabric_reconcile_duration_seconds_count"))
@@ -304,11 +354,12 @@ def run():
             ratio("burst ours / naive (extrapolated)", burst, extrapolated)
             print("  RSS with 100 objects:")
             figure("ours (controller process)", rss, "MiB", target=150)
+            figure("ours, with the warm runner's zygote (process tree, summed)", rss_tree, "MiB", target=150)
             figure("naive loop (in-process runner, informer)", rss_b, "MiB")
 
             # ---- resync of 1,000 unchanged objects
             n, enqueued, cpu, wall, cpu2, started = resync_cpu(kube, kc, workdir)
-            one = PlaybookRunner(os.path.join(workdir, "rt-one"), ROOT)
+            one = PlaybookRunner(os.path.join(workdir, "rt-one"), ROOT, warm=False)
             t0 = time.perf_counter()
             c0 = os.times()
             one.run(os.path.join(workdir, "noop.yml"), {}, 60, "one")

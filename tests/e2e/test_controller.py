@@ -322,6 +322,8 @@ def test_gitops_apply_converges_and_resync_skips(kube, controllers):
 
     kube.patch("Configuration", "default", "conv1", {"spec": {"remote": {"cidr": {"pod": "10.244.0.0/16"}}}})
     wait_for(lambda: ready(kube, "Configuration", "default", "conv1", generation=2), 60, "conv1 Ready at generation 2")
+    # the second run at least was forked from the warm runner's pre-imported ansible-playbook
+    assert ctl.metric("liqo_fabric_runner_starts_total", mode="warm") >= 1
     runs_before = ctl.metric("liqo_fabric_playbook_runs_total")
     skipped_before = ctl.metric("liqo_fabric_reconcile_skipped_total", reason="hash")
     # resync period of the Configuration entry is 300 s: force resyncs through restarts is slower than

@@ -8,21 +8,15 @@ import shutil
 import pytest
 
 from tests.ansible_run import run_module
-from tests.conftest import require_root
-from tests.e2e import fabric
 from tests.e2e.fabric import kubectl
-from tests.lab import Lab
 
 pytestmark = pytest.mark.skipif(not shutil.which("kubectl"), reason="kubectl is not installed")
 MODULE = "liqo.fabric.k8s_apply"
 
 
 @pytest.fixture(scope="module")
-def lab():
-    require_root()
-    with Lab([{"name": "a"}], nodes=1, pods_per_node=1) as lab_:
-        fabric.install(lab_["a"])
-        yield lab_
+def lab(lab1):
+    return lab1
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
 """Issue 6 acceptance: every pod of A reaches every pod of B (both 10.243.0.0/16) at its remapped address
 and back, through the overlay to the active gateway; MTU/MSS right; nodes and pods that come and go are
 followed; gateway failover; disconnect leaves nothing on any node. Tests run in order on one lab."""
+import json
 import shutil
 import subprocess
 import sys
@@ -162,6 +163,49 @@ def test_new_node_and_pod_are_followed_and_removed(lab):
     assert gateway_link_name(node.name) not in links
 
 
+def _overlay_task_results(proc):
+    """{host: result} of the node overlay's dataplane task, from a json-callback run."""
+    out = {}
+    for play in json.loads(proc.stdout)["plays"]:
+        for task in play["tasks"]:
+            if "Overlay of this node in one call" in task["task"]["name"]:
+                out.update(task["hosts"])
+    return out
+
+
+def _record(cluster):
+    found = fabric.kubectl(cluster, "-n", "liqo", "get", "configmap", "--ignore-not-found", "-o", "json",
+                           "liqo-fabric-overlay-applied")
+    return json.loads(found)["data"] if found.strip() else None
+
+
+def test_gateway_event_skips_nodes_whose_overlay_is_unchanged(lab):
+    """overlay_skip_unchanged (the controller's gateway events): the first run applies every node and records
+    what it applied; the next one leaves the nodes alone; a run without it (reconcile_overlay) applies, repairs
+    drift and forgets the record; a failover changes every node's plan, so nothing is skipped then."""
+    a = lab["a"]
+    gw = dict(gateway_group="cluster_a_gateway", nodes_group="cluster_a_nodes", overlay_skip_unchanged=True)
+    first = _overlay_task_results(playbook("reconcile_gateway", lab.inventory_path, json_output=True, **gw))
+    assert sorted(first) == sorted(n.name for n in a.nodes) and not any(r.get("skipped") for r in first.values())
+    record = _record(a)
+    assert sorted(record) == sorted(n.name for n in a.nodes) and all(len(v) == 20 for v in record.values())
+
+    second = _overlay_task_results(playbook("reconcile_gateway", lab.inventory_path, json_output=True, **gw))
+    assert all(r.get("skipped") for r in second.values()), second
+    assert _record(a) == record
+
+    # drift on a node: reconcile_overlay compares the kernel, repairs it and drops the record
+    node = a.nodes[2]
+    netns.exec_in(node.netns, ["ip", "route", "flush", "table", "18952"])
+    proc = playbook("reconcile_overlay", lab.inventory_path, nodes_group="cluster_a_nodes", json_output=True)
+    assert [t for t in fabric.changed_tasks(proc) if "Overlay of this node" in t and t.endswith(f"[{node.name}]")]
+    assert _record(a) is None
+    assert a.ping(node.pods[0].netns, translate(lab["b"].nodes[1].pods[0].ip, lab["b"].pod_cidr, remapped(a)))
+    # recorded again, for the failover below (run the way the controller runs it)
+    playbook("reconcile_gateway", lab.inventory_path, **gw)
+    assert _record(a) == record
+
+
 class Pinger(threading.Thread):
     """Pings every 50 ms; records reply times, to measure an outage."""
 
@@ -188,9 +232,11 @@ def test_gateway_failover_resumes_traffic(lab):
     pinger.start()
     time.sleep(1)
     t0 = time.monotonic()
-    # one run moves the tunnel and re-points every node (the overlay follows gateway_active_host)
+    # one run moves the tunnel and re-points every node (the overlay follows gateway_active_host); run as the
+    # controller runs gateway events: a recorded node is skipped only if its plan did not change, and here
+    # every node's plan changes
     playbook("reconcile_gateway", lab.inventory_path, gateway_group="cluster_a_gateway", nodes_group="cluster_a_nodes",
-             gateway_active_host=standby, gateway_probe_wait=10)
+             gateway_active_host=standby, gateway_probe_wait=10, overlay_skip_unchanged=True)
     fabric.wait_for(lambda: pinger.replies and pinger.replies[-1] > time.monotonic() - 0.5, timeout=30,
                     what="traffic through the new active gateway")
     t1 = time.monotonic()

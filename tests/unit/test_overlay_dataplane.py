@@ -111,3 +111,14 @@ def test_link_line():
                                         "addr 10.80.0.3/32 up")
     geneve = dict(st, kind="geneve", local=None, remote="172.30.0.2", fdb=[], mtu=None, up=False)
     assert D.link_line("lovn1", geneve) == "lovn1 geneve vni 65539 dstport 4789 remote 172.30.0.2 addr 10.80.0.3/32 down"
+
+
+def test_host_digest_is_stable_and_follows_every_part_of_the_state():
+    from ansible_collections.liqo.fabric.plugins.module_utils.overlay_plan import host_digest
+    host = {"links": [{"name": "lovg1", "vni": 7, "remotes": ["172.30.0.2"]}], "routes": [{"dst": "10.0.0.0/16"}],
+            "rules": [{"priority": 1900, "table": 18952}], "bypass": ["10.0.0.0/16"], "role": "node"}
+    reordered = dict(reversed(list(host.items())))
+    assert host_digest(host) == host_digest(reordered) and len(host_digest(host)) == 20
+    assert host_digest(host) != host_digest(host, table=18953)
+    moved = dict(host, routes=[{"dst": "10.0.0.0/16", "gateway": "10.80.0.3"}])
+    assert host_digest(host) != host_digest(moved)

@@ -1,0 +1,220 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, liqo.fabric developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Run the collection's API-only modules inside the Ansible worker instead of an AnsiballZ subprocess.
+
+A module run through AnsiballZ costs ~0.5 s here: a fresh Python, `ansible.module_utils.basic` and the
+collection's module_utils compiled from the zip (zipimport keeps no bytecode), the imports, the system CA
+store. The work of the API modules (cluster_info, gateway_plan, gateway_publish, ipam, k8s_apply,
+overlay_plan) is a few HTTPS calls, and they always run on the controller (``delegate_to: localhost`` or the
+``connection: local`` hosts of playbooks/tasks/sides.yml). `InProcessAction`, the action plugin of each of
+them, calls the module's own ``main()`` in the worker process (forked for this task, so nothing outlives it)
+when that is safe, and otherwise runs the real module with ``_execute_module()``.
+
+Safe means: the task's connection is ``local``, no ``become``, no ``async``, no task ``environment``, and the
+variable ``liqo_fabric_in_process`` (host or task variable, default true) is not false.
+
+The module sees what AnsiballZ would give it: the arguments come from ``_update_module_args()`` (check mode,
+diff, no_log, verbosity, ...) and are serialized with the module's serialization profile into
+``ansible.module_utils.basic._ANSIBLE_ARGS``; its stdout is captured and parsed by ``_parse_returned_data()``
+like the real module's; an exception escaping ``main()`` is reported as the AnsiballZ wrapper reports it (a
+failed result, traceback only when the controller's traceback settings ask for one). While ``main()`` runs,
+``ansible.module_utils._internal.is_controller`` is false, so ``module.warn()`` lands in the result's
+``warnings`` as it does in a real module instead of being printed by the worker.
+
+What legitimately differs: the module runs with the controller's Python (``ansible_playbook_python``), not the
+host's ``ansible_python_interpreter`` (no interpreter discovery, so no ``discovered_interpreter_python``
+fact), and the worker's environment and working directory (the same ones the local connection hands a
+module process).
+"""
+
+from __future__ import annotations
+
+import importlib
+import io
+import json
+import os
+import sys
+import typing as t
+from collections.abc import Sequence
+
+from ansible import constants as C
+from ansible.module_utils import basic
+from ansible.module_utils import _internal as _mu_internal
+from ansible.module_utils._internal import _errors, _messages, _traceback
+from ansible.module_utils.common import warnings as _mu_warnings
+from ansible.module_utils.common.json import Direction, get_module_encoder
+from ansible.module_utils.parsing.convert_bool import boolean
+from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
+from ansible.utils.vars import merge_hash
+from ansible.vars.clean import remove_internal_keys
+
+display = Display()
+
+IN_PROCESS_VAR = "liqo_fabric_in_process"
+LOCAL_CONNECTIONS = frozenset(("local", "ansible.builtin.local", "ansible.legacy.local"))
+MARKER = "liqo.fabric in-process:"
+
+
+def in_process_refusal(transport: str, load_name: str, become: bool, async_val: int, environment: dict,
+                       enabled: t.Any) -> str | None:
+    """Why the module must run as a real module (a short reason), or None when it may run in the worker."""
+    if not boolean(True if enabled is None else enabled, strict=False):
+        return "%s is false" % IN_PROCESS_VAR
+    if not all(hasattr(basic, name) for name in ("_ANSIBLE_ARGS", "_ANSIBLE_PROFILE", "_PARSED_MODULE_ARGS")):
+        return "this ansible-core does not take module arguments through ansible.module_utils.basic._ANSIBLE_ARGS"
+    if transport != "local" or load_name not in LOCAL_CONNECTIONS:
+        return "connection %s is not local" % (load_name or transport)
+    if become:
+        return "become is set"
+    if async_val:
+        return "async is set"
+    if environment:
+        return "the task sets an environment"
+    return None
+
+
+def _getcwd():
+    try:
+        return os.getcwd()
+    except OSError:  # removed under us: AnsibleModule copes with it, so must we
+        return None
+
+
+def module_fqcn(python_module: str) -> tuple[str, str]:
+    """('liqo.fabric.ipam', 'ansible_collections.liqo.fabric.plugins.modules.ipam') for the action plugin
+    module 'ansible_collections.liqo.fabric.plugins.action.ipam'."""
+    parts = python_module.split(".")
+    if len(parts) != 6 or parts[0] != "ansible_collections" or parts[3:5] != ["plugins", "action"]:
+        raise ValueError("%s is not an action plugin of a collection" % python_module)
+    return "%s.%s.%s" % (parts[1], parts[2], parts[5]), ".".join(parts[:4] + ["modules", parts[5]])
+
+
+class InProcessAction(ActionBase):
+    """Action plugin of a module of the same name that only talks to APIs: runs its ``main()`` in the
+    worker when the task allows it (see the module docstring), else the real module."""
+
+    _supports_check_mode = True
+    _supports_async = True
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        del tmp  # tmp no longer has any effect
+        task_vars = task_vars if task_vars is not None else {}
+
+        reason = self._in_process_refusal(task_vars)
+        if reason is None:
+            return merge_hash(result, self._execute_in_process(task_vars))
+
+        display.vvv("%s no, running the module (%s)" % (MARKER, reason), host=self._host_label(task_vars))
+        wrap_async = self._task.async_val and not self._connection.has_native_async
+        result = merge_hash(result, self._execute_module(task_vars=task_vars, wrap_async=wrap_async))
+        if not wrap_async:
+            self._remove_tmp_path(self._connection._shell.tmpdir)
+        return result
+
+    # ------------------------------------------------------------------------------------------ decision
+    def _in_process_refusal(self, task_vars):
+        enabled = task_vars.get(IN_PROCESS_VAR, True)
+        if isinstance(enabled, str):
+            enabled = self._templar.template(enabled)
+        environment = {}
+        if self._task.environment:
+            self._compute_environment_string(environment)
+        return in_process_refusal(
+            transport=getattr(self._connection, "transport", ""),
+            load_name=getattr(self._connection, "_load_name", ""),
+            become=bool(self._task.become or self._play_context.become),
+            async_val=self._task.async_val,
+            environment=environment,
+            enabled=enabled,
+        )
+
+    def _host_label(self, task_vars):
+        return task_vars.get("inventory_hostname") or self._play_context.remote_addr
+
+    # ----------------------------------------------------------------------------------------- execution
+    @staticmethod
+    def _serialization_profile(python_name):
+        """The profile AnsiballZ would use for this module ('legacy' unless module METADATA says otherwise)."""
+        if not C.config.get_config_value("_MODULE_METADATA"):
+            return "legacy"
+        import ast  # pylint: disable=import-outside-toplevel
+        import importlib.util  # pylint: disable=import-outside-toplevel
+        from ansible.executor import module_common  # pylint: disable=import-outside-toplevel
+        with open(importlib.util.find_spec(python_name).origin, "rb") as f:
+            return module_common._get_module_metadata(ast.parse(f.read())).serialization_profile
+
+    def _execute_in_process(self, task_vars):
+        module_name = self._task.action
+        dummy, python_name = module_fqcn(type(self).__module__)
+        module_args = dict(self._task.args)
+        self._update_module_args(module_name, module_args, task_vars)
+
+        profile = self._serialization_profile(python_name)
+        encoder = get_module_encoder(profile, Direction.CONTROLLER_TO_MODULE)
+        json_params = json.dumps(dict(ANSIBLE_MODULE_ARGS=module_args), cls=encoder).encode()
+
+        display.vvv("%s yes, %s ran in the worker process (no AnsiballZ)" % (MARKER, module_name),
+                    host=self._host_label(task_vars))
+        res = self._call_main(python_name, json_params, profile)
+        data = self._parse_returned_data(res, profile)
+        return self._clean_module_data(data)
+
+    @staticmethod
+    def _call_main(python_name, json_params, profile):
+        """Imports the module and runs its main() as the AnsiballZ loader would (an import error is the
+        module's failure too); returns {'stdout', 'stderr', 'rc'}."""
+        saved = dict(args=basic._ANSIBLE_ARGS, profile=basic._ANSIBLE_PROFILE, parsed=basic._PARSED_MODULE_ARGS,
+                     controller=_mu_internal.is_controller, warnings=dict(_mu_warnings._global_warnings),
+                     deprecations=dict(_mu_warnings._global_deprecations), stdout=sys.stdout, stderr=sys.stderr,
+                     environ=dict(os.environ), cwd=_getcwd())
+        out, err = io.StringIO(), io.StringIO()
+        rc = 0
+        try:
+            basic._ANSIBLE_ARGS, basic._ANSIBLE_PROFILE, basic._PARSED_MODULE_ARGS = json_params, profile, None
+            _mu_internal.is_controller = False
+            _mu_warnings._global_warnings.clear()
+            _mu_warnings._global_deprecations.clear()
+            sys.stdout, sys.stderr = out, err
+            try:
+                importlib.import_module(python_name).main()
+                # a module must print its result and exit (the AnsiballZ loader says the same)
+                raise RuntimeError("New-style module did not handle its own exit.")
+            except SystemExit as exc:
+                rc = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+            except Exception as ex:  # pylint: disable=broad-exception-caught  # what AnsiballZ's loader catches
+                summary = _messages.ErrorSummary(event=_errors.EventFactory.from_exception(
+                    ex, _traceback.is_traceback_enabled(_traceback.TracebackEvent.ERROR)))
+                out.write(json.dumps(dict(failed=True, exception=summary),
+                                     cls=get_module_encoder(profile, Direction.MODULE_TO_CONTROLLER)))
+                rc = 1
+        finally:
+            sys.stdout, sys.stderr = saved["stdout"], saved["stderr"]
+            basic._ANSIBLE_ARGS, basic._ANSIBLE_PROFILE = saved["args"], saved["profile"]
+            basic._PARSED_MODULE_ARGS = saved["parsed"]
+            _mu_internal.is_controller = saved["controller"]
+            _mu_warnings._global_warnings.clear()
+            _mu_warnings._global_warnings.update(saved["warnings"])
+            _mu_warnings._global_deprecations.clear()
+            _mu_warnings._global_deprecations.update(saved["deprecations"])
+            if dict(os.environ) != saved["environ"]:  # AnsibleModule may set LANG/LC_ALL
+                os.environ.clear()
+                os.environ.update(saved["environ"])
+            if saved["cwd"] is not None and _getcwd() != saved["cwd"]:  # AnsibleModule may chdir
+                os.chdir(saved["cwd"])
+        return dict(stdout=out.getvalue(), stderr=err.getvalue(), rc=rc)
+
+    @staticmethod
+    def _clean_module_data(data):
+        """What ActionBase._execute_module does to a parsed module result."""
+        data.pop("_ansible_suppress_tmpdir_delete", None)
+        if "results" in data and (not isinstance(data["results"], Sequence) or isinstance(data["results"], str)):
+            data["ansible_module_results"] = data.pop("results")
+            display.warning("Found internal 'results' key in module return, renamed to 'ansible_module_results'.")
+        remove_internal_keys(data)
+        for key in ("stdout", "stderr"):
+            if key in data and key + "_lines" not in data:
+                data[key + "_lines"] = (data.get(key) or "").splitlines()
+        return data

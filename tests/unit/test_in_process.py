@@ -1,0 +1,43 @@
+"""Pure parts of plugins/plugin_utils/in_process.py: when a module may run in the Ansible worker, and which
+module an action plugin stands for. The behaviour itself is tested through ansible-playbook in
+tests/e2e/test_in_process.py."""
+import pytest
+
+from ansible_collections.liqo.fabric.plugins.plugin_utils.in_process import in_process_refusal, module_fqcn
+
+SAFE = dict(transport="local", load_name="ansible.builtin.local", become=False, async_val=0, environment={},
+            enabled=True)
+
+
+@pytest.mark.parametrize("load_name", ["local", "ansible.builtin.local", "ansible.legacy.local"])
+@pytest.mark.parametrize("enabled", [True, None, "true", "yes", 1, "True"])
+def test_local_tasks_run_in_process(load_name, enabled):
+    args = dict(SAFE)
+    args.update(load_name=load_name, enabled=enabled)
+    assert in_process_refusal(**args) is None
+
+
+@pytest.mark.parametrize("change,reason", [
+    (dict(enabled=False), "liqo_fabric_in_process is false"),
+    (dict(enabled="false"), "liqo_fabric_in_process is false"),
+    (dict(enabled="no"), "liqo_fabric_in_process is false"),
+    (dict(enabled=0), "liqo_fabric_in_process is false"),
+    (dict(transport="ssh", load_name="ansible.builtin.ssh"), "connection ansible.builtin.ssh is not local"),
+    (dict(transport="liqo.fabric.netns", load_name="liqo.fabric.netns"), "connection liqo.fabric.netns is not local"),
+    # a third-party connection that subclasses local without its own transport name
+    (dict(load_name="someone.else.chroot"), "connection someone.else.chroot is not local"),
+    (dict(become=True), "become is set"),
+    (dict(async_val=30), "async is set"),
+    (dict(environment={"HTTPS_PROXY": "http://proxy"}), "the task sets an environment"),
+])
+def test_anything_else_runs_the_real_module(change, reason):
+    args = dict(SAFE)
+    args.update(change)
+    assert in_process_refusal(**args) == reason
+
+
+def test_action_plugin_names_its_module():
+    assert module_fqcn("ansible_collections.liqo.fabric.plugins.action.ipam") == (
+        "liqo.fabric.ipam", "ansible_collections.liqo.fabric.plugins.modules.ipam")
+    with pytest.raises(ValueError):
+        module_fqcn("ansible.plugins.action.normal")
