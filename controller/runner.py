@@ -30,6 +30,23 @@ from controller.warm_client import MARKER as WARM_MARKER
 
 log = logging.getLogger("controller.runner")
 
+
+def _no_close_delay() -> None:
+    """ptyprocess sleeps 0.1 s in close() ("give kernel time to update process status") before checking
+    whether the child still lives. ansible_runner closes the pty only after its loop saw the child exit
+    (`while child.isalive()`), so that sleep is dead time added to every run; this process's ptys skip it."""
+    import ptyprocess  # pylint: disable=import-outside-toplevel  # ansible_runner's pexpect uses it
+    init = ptyprocess.PtyProcess.__init__
+    if getattr(init, "_liqo_no_close_delay", False):
+        return
+
+    def __init__(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        self.delayafterclose = 0.0
+
+    __init__._liqo_no_close_delay = True
+    ptyprocess.PtyProcess.__init__ = __init__
+
 FAILED_EVENTS = ("runner_on_failed", "runner_on_unreachable", "runner_item_on_failed")
 
 
@@ -76,6 +93,7 @@ def collection_env(collection_root: str) -> dict:
 class PlaybookRunner:
     def __init__(self, runtime_dir: str, collection_root: str, inventory: Optional[str] = None,
                  rotate: int = 3, extra_env: Optional[dict] = None, warm: bool = True):
+        _no_close_delay()
         self.runtime_dir = runtime_dir
         self.inventory = os.path.abspath(inventory) if inventory else None
         self.rotate = rotate
