@@ -47,6 +47,7 @@ def _no_close_delay() -> None:
     __init__._liqo_no_close_delay = True
     ptyprocess.PtyProcess.__init__ = __init__
 
+
 FAILED_EVENTS = ("runner_on_failed", "runner_on_unreachable", "runner_item_on_failed")
 
 
