@@ -43,7 +43,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--runtime-dir", help="private data of ansible_runner (0700; default: $XDG_RUNTIME_DIR or a temp dir)")
     p.add_argument("--workers", type=int, default=int(os.environ.get("FABRIC_WORKERS", "2")),
                    help="concurrent playbook runs (default %(default)s)")
-    p.add_argument("--debounce", type=float, default=0.2, help="seconds an event waits for more of the same key")
+    p.add_argument("--debounce", type=float, default=0.1, help="seconds an event waits for more of the same key")
     p.add_argument("--no-leader-elect", action="store_true", help="act without holding the Lease")
     p.add_argument("--lease-duration", type=float, default=15.0)
     p.add_argument("--lease-namespace", default="liqo")

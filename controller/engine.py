@@ -85,7 +85,7 @@ class ClusterState:
 
 class Engine:
     def __init__(self, entries: List[WatchEntry], clusters: Dict[str, Optional[str]], collection_root: str,
-                 runtime_dir: str, inventory: Optional[str] = None, workers: int = 2, debounce: float = 0.2,
+                 runtime_dir: str, inventory: Optional[str] = None, workers: int = 2, debounce: float = 0.1,
                  leader_elect: bool = True, lease_duration: float = 15.0, lease_namespace: str = "liqo",
                  identity: Optional[str] = None, node_mode: bool = False, node_name: str = "",
                  watch_map_path: Optional[str] = None, metrics: Optional[Metrics] = None,
