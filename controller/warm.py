@@ -226,9 +226,10 @@ class ZipShare:
             store = os.path.join(self.root, fp)
             if not os.path.isdir(store):
                 os.makedirs(store, mode=0o700, exist_ok=True)
+                import shutil  # pylint: disable=import-outside-toplevel
                 for old in os.listdir(self.root):   # payloads of edited sources: never used again
                     if old != fp:
-                        subprocess.run(["rm", "-rf", "--", os.path.join(self.root, old)], check=False)
+                        shutil.rmtree(os.path.join(self.root, old), ignore_errors=True)
             cache = os.path.join(local_tmp, "ansiballz_cache")
             os.makedirs(cache, mode=0o700, exist_ok=True)
             for name in os.listdir(store):

@@ -110,11 +110,9 @@ class Connection:
                 sslctx = ssl.create_default_context(cadata=ca.decode())
             else:
                 sslctx = ssl.create_default_context()
-                if insecure:
+                if insecure:  # nothing is verified, so a CA given beside it changes nothing
                     sslctx.check_hostname = False
                     sslctx.verify_mode = ssl.CERT_NONE
-                if ca:
-                    sslctx.load_verify_locations(cadata=ca.decode())
             cert = material("client-certificate-data", "client-certificate", user)
             key = material("client-key-data", "client-key", user)
             if cert and key:

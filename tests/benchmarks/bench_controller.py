@@ -21,7 +21,7 @@ import tempfile
 import threading
 import time
 
-from controller import watchmap
+from controller import warm, watchmap
 from controller.engine import Engine
 from controller.kubeapi import ClusterAPI, Informer
 from controller.runner import PlaybookRunner
@@ -68,15 +68,11 @@ def rss_mib(pid: int) -> float:
 def tree_rss_mib(pid: int) -> float:
     """RSS of a process and all its descendants (the controller and its warm runner's zygote), summed: pages
     the zygote shares with nothing are counted once, shared libraries twice (an overestimate)."""
-    total, todo = 0.0, [pid]
-    while todo:
-        p = todo.pop()
+    total = 0.0
+    for p in [pid] + warm.descendants(pid):
         try:
             total += rss_mib(p)
-            for task in os.listdir(f"/proc/{p}/task"):
-                with open(f"/proc/{p}/task/{task}/children", encoding="utf-8") as f:
-                    todo += [int(c) for c in f.read().split()]
-        except OSError:
+        except OSError:  # gone meanwhile
             pass
     return total
 

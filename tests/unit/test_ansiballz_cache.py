@@ -47,9 +47,11 @@ def make_payload(directory, name="ansible_liqo.fabric.test_payload.zip", answer=
     return path
 
 
-def run(zip_path, cache):
+def run(zip_path, cache, home=None):
     env = {k: v for k, v in os.environ.items() if k != "LIQO_FABRIC_ANSIBALLZ_CACHE"}
     env["LIQO_FABRIC_ANSIBALLZ_CACHE"] = cache
+    if home:  # where the default cache (~/.cache/liqo-fabric/ansiballz) would go
+        env["HOME"] = str(home)
     proc = subprocess.run([sys.executable, "-S", "-c", PROBE.format(tools=os.path.join(ROOT, "tools"), zip=zip_path)],
                           capture_output=True, text=True, env=env, timeout=60, check=True)
     return json.loads(proc.stdout)
@@ -106,9 +108,13 @@ def test_directory_writable_by_others_is_never_used(tmp_path, mode):
 
 
 def test_off_disables_the_cache(tmp_path):
-    res = run(make_payload(tmp_path / "run1"), "off")
-    assert res["answer"] == 42 and res["loader"] == "PayloadImporter"
-    assert not (tmp_path / "off").exists()
+    home = tmp_path / "home"
+    home.mkdir()
+    first = run(make_payload(tmp_path / "run1"), "off", home)
+    second = run(make_payload(tmp_path / "run2"), "off", home)
+    assert first["answer"] == 42 and first["loader"] == "PayloadImporter"
+    assert second["compiles"] == 2  # nothing was kept from the first run
+    assert os.listdir(home) == [] and not (tmp_path / "off").exists()
 
 
 def test_other_zips_keep_the_stock_importer(tmp_path):
