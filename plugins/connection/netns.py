@@ -60,6 +60,10 @@ class Connection(LocalConnection):
     transport = "liqo.fabric.netns"
     has_pipelining = True
 
+    def netns_name(self):
+        """The namespace this host's commands run in (liqo.fabric's in-process host modules join it)."""
+        return self._netns()
+
     def _connect(self):
         netns = self._netns()
         if not os.path.exists(os.path.join(NETNS_DIR, netns)):

@@ -17,6 +17,7 @@ import time
 
 from ansible_collections.liqo.fabric.plugins.module_utils import nat_table as nat
 from ansible_collections.liqo.fabric.plugins.module_utils import routing
+from ansible_collections.liqo.fabric.plugins.module_utils import rx_steering
 from ansible_collections.liqo.fabric.plugins.module_utils import wireguard as wg
 # NftError is re-exported for the module
 from ansible_collections.liqo.fabric.plugins.module_utils.nftables import Nft, NftError  # noqa: F401 # pylint: disable=unused-import
@@ -166,7 +167,18 @@ def wait_name_free(iface, timeout, interval=0.05):
     return time.monotonic() - t0
 
 
-def _build(gw, spec, check, nft, handover_wait=0.0):
+def _steering(iface, wres, enabled, check):
+    """RPS of a wireguard-go TUN (see rx_steering); the kernel backend delivers through its own per-CPU
+    workers and is left alone."""
+    if wres.get("backend") != wg.BACKEND_USERSPACE:
+        return {"changed": False, "before": [], "after": [], "writes": 0}
+    if check and wres["created"]:  # no interface yet: it would get the mask
+        mask = rx_steering.format_mask(rx_steering.desired_mask(enabled))
+        return {"changed": mask != "0", "before": [], "after": [mask], "writes": 0}
+    return rx_steering.sync_rps(iface, enabled, check)
+
+
+def _build(gw, spec, check, nft, handover_wait=0.0, rx_steer=True):
     """One gateway, in dependency order. Returns (result, diffs)."""
     iface = gw["interface"]
     waited = wait_name_free(iface, handover_wait) if handover_wait and not check else 0.0
@@ -176,6 +188,8 @@ def _build(gw, spec, check, nft, handover_wait=0.0):
     wres = wg.ensure_present(spec, check_mode=check)
     out["seconds"] = {"wireguard": round(time.monotonic() - t0, 3)}
     out["wireguard"] = {k: wres.get(k) for k in ("changed", "created", "backend", "pid", "writes")}
+    steer = _steering(iface, wres, rx_steer, check)
+    out["rx_steering"] = {"changed": steer["changed"], "rps_cpus": steer["after"]}
     nres = nat.ensure(_nat_spec(gw), check_mode=check, nft=nft)
     out["nat"] = {"changed": nres["changed"], "table": nres["table"], "rules": nres["rules"]}
     if check and wres["created"]:
@@ -187,10 +201,12 @@ def _build(gw, spec, check, nft, handover_wait=0.0):
     rules = routing.sync_rules(_rules(gw), tables=[gw["table"]], check=check)
     out["routes"] = {k: routes[k] for k in ("changed", "added", "replaced", "removed", "writes")}
     out["rules"] = {k: rules[k] for k in ("changed", "added", "removed", "writes")}
-    out["changed"] = any(out[k]["changed"] for k in ("wireguard", "nat", "routes", "rules"))
+    out["changed"] = any(out[k]["changed"] for k in ("wireguard", "rx_steering", "nat", "routes", "rules"))
     out["seconds"]["total"] = round(time.monotonic() - t0, 3)
-    out["writes"] = (wres.get("writes") or 0) + (1 if nres["changed"] and not check else 0) + routes["writes"] + rules["writes"]
+    out["writes"] = ((wres.get("writes") or 0) + steer["writes"] + (1 if nres["changed"] and not check else 0)
+                     + routes["writes"] + rules["writes"])
     diffs = [_diff("wireguard %s" % iface, _wg_text(wres["diff"]["before"]), _wg_text(wres["diff"]["after"])),
+             _diff("rps_cpus of %s" % iface, _lines(steer["before"]), _lines(steer["after"])),
              _diff("nft table ip %s" % gw["nat_table"], nres["diff"]["before"], nres["diff"]["after"]),
              _diff("table %s" % gw["table"], _lines(routes["before"]), _lines(routes["after"])),
              _diff("rules of table %s" % gw["table"], _lines(rules["before"]), _lines(rules["after"]))]
@@ -217,12 +233,13 @@ def _teardown(gw, check, nft):
 
 
 def sync_gateway_dataplane(gateways, private_keys=None, state="present", check=False, probe_wait=0.0,
-                           sysctl_file=None, handover_wait=0.0):
+                           sysctl_file=None, handover_wait=0.0, rx_steering=True):
     """Makes this host run exactly `gateways` (state present) or none of them (absent).
 
     `gateways`: entries of liqo.fabric.gateway_plan (ready ones for present). Returns changed, gateways
     (per-gateway results), probes (by interface, as tunnel_probe returns them; not in check mode), sysctls
-    (names changed) and diffs. Raises DataplaneError on bad input before anything is written."""
+    (names changed) and diffs. `rx_steering`: RPS over every CPU on wireguard-go interfaces (else none).
+    Raises DataplaneError on bad input before anything is written."""
     gateways = list(gateways or [])
     if state not in ("present", "absent"):
         raise DataplaneError("state: %r is not one of present, absent" % (state,))
@@ -243,7 +260,7 @@ def sync_gateway_dataplane(gateways, private_keys=None, state="present", check=F
                 if state == "absent":
                     out, diffs = _teardown(gw, check, nft)
                 else:
-                    out, diffs = _build(gw, specs[gw["interface"]], check, nft, handover_wait)
+                    out, diffs = _build(gw, specs[gw["interface"]], check, nft, handover_wait, rx_steering)
                 result["gateways"].append(out)
                 result["diffs"] += diffs
         finally:

@@ -244,7 +244,9 @@ def _create(ipr, want: Desired, links_by_name: Dict[str, int]) -> None:
     if want.mtu is not None:
         kw["mtu"] = want.mtu
     if want.type == "vxlan":
-        kw.update(vxlan_id=want.vni, vxlan_port=want.dst_port, vxlan_learning=0)
+        # Zero outer UDP checksum (RFC 7348: SHOULD be zero; the inner packet carries its own): no checksum
+        # pass over every packet that a TUN handed over unchecksummed. The flag is fixed at creation.
+        kw.update(vxlan_id=want.vni, vxlan_port=want.dst_port, vxlan_learning=0, vxlan_udp_csum=0)
         if want.local:
             kw["vxlan_local6" if v6 else "vxlan_local"] = want.local
         if want.dev:

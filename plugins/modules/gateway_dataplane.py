@@ -71,6 +71,16 @@ options:
         gateway host of a failover tears down in the same task. V(0) fails at once.
     type: float
     default: 0
+  rx_steering:
+    description:
+      - Receive Packet Steering over every online CPU on the tunnel interface of a wireguard-go gateway. wireguard-go
+        writes each decrypted packet from one goroutine per peer and the kernel forwards it (NAT, the overlay
+        to the pod's node) inside that write; with steering the forwarding runs on the CPU the flow hashes to.
+        About +45% pod-to-pod throughput on the 2-CPU lab, no change gateway to gateway.
+      - V(false) sets no steering (mask 0, the kernel default). Ignored for the kernel WireGuard backend and
+        on a host with one CPU (mask 0).
+    type: bool
+    default: true
   sysctl_file:
     description:
       - File where the sysctl settings are recorded (C(name = value) lines, for boot-time loading). Not written
@@ -108,7 +118,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 gateways:
-  description: What was done (or would be) per gateway, by part (wireguard, nat, routes, rules).
+  description: What was done (or would be) per gateway, by part (wireguard, rx_steering, nat, routes, rules).
   returned: always
   type: list
   elements: dict
@@ -118,6 +128,7 @@ gateways:
       changed: true
       writes: 5
       wireguard: {changed: true, created: true, backend: wireguard-go, pid: 4242, writes: 2}
+      rx_steering: {changed: true, rps_cpus: ["3"]}
       nat: {changed: true, table: lfgw_1a2b3c4d5e6f, rules: 7}
       routes: {changed: true, added: ["0.0.0.0/0 dev lwg1a2b3c4d scope link"], replaced: [], removed: [], writes: 1}
       rules: {changed: true, added: ["1800: from all fwmark 0x5e2a lookup 24106"], removed: [], writes: 2}
@@ -150,6 +161,7 @@ def main():
             probe_wait=dict(type="float", default=0),
             sysctl_file=dict(type="path"),
             handover_wait=dict(type="float", default=0),
+            rx_steering=dict(type="bool", default=True),
         ),
         required_if=[("state", "present", ("private_keys",))],
         supports_check_mode=True,
@@ -159,10 +171,11 @@ def main():
     p = module.params
     try:
         result = gd.sync_gateway_dataplane(p["gateways"], p["private_keys"], p["state"], module.check_mode,
-                                           p["probe_wait"], p["sysctl_file"], p["handover_wait"])
+                                           p["probe_wait"], p["sysctl_file"], p["handover_wait"],
+                                           p["rx_steering"])
     except gd.DataplaneError as e:
         module.fail_json(msg=str(e))
-    except (gd.wg.WireGuardError, gd.routing.NetlinkError, gd.NftError, OSError) as e:
+    except (gd.wg.WireGuardError, gd.routing.NetlinkError, gd.NftError, gd.rx_steering.SteeringError, OSError) as e:
         module.fail_json(msg="gateway dataplane: %s" % e, exception=traceback.format_exc())
     diffs = result.pop("diffs")
     if module._diff:  # pylint: disable=protected-access

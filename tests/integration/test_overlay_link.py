@@ -63,6 +63,7 @@ def test_vxlan_overlay_carries_ping(veth_pair):
     ok(run_module("liqo.fabric.overlay_link", args(1), netns=b))
     shown = link(a)
     assert "vxlan id 4242" in shown and "local 192.168.77.1 dev eth0" in shown and "dstport 4789" in shown
+    assert "noudpcsum" in shown  # zero outer checksum (RFC 7348)
     assert "nolearning" in shown and "mtu 1340" in shown
     assert "00:00:00:00:00:00 dst 192.168.77.2 self permanent" in fdb(a)
     assert pings(a, "10.80.0.2"), "ping crosses the VXLAN overlay"

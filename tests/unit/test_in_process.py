@@ -41,3 +41,22 @@ def test_action_plugin_names_its_module():
         "liqo.fabric.ipam", "ansible_collections.liqo.fabric.plugins.modules.ipam")
     with pytest.raises(ValueError):
         module_fqcn("ansible.plugins.action.normal")
+
+
+@pytest.mark.parametrize("transport,load_name,host_module,reason", [
+    ("liqo.fabric.netns", "ansible_collections.liqo.fabric.plugins.connection.netns", True, None),
+    ("local", "ansible.builtin.local", True, None),
+    ("liqo.fabric.netns", "ansible_collections.liqo.fabric.plugins.connection.netns", False,
+     "connection ansible_collections.liqo.fabric.plugins.connection.netns is not local"),
+    ("ssh", "ansible.builtin.ssh", True, "connection ansible.builtin.ssh is not local or liqo.fabric.netns"),
+])
+def test_host_modules_also_run_in_process_on_the_netns_connection(transport, load_name, host_module, reason):
+    args = dict(SAFE)
+    args.update(transport=transport, load_name=load_name, host_module=host_module)
+    assert in_process_refusal(**args) == reason
+
+
+def test_host_modules_still_fall_back_for_become():
+    args = dict(SAFE)
+    args.update(transport="liqo.fabric.netns", load_name="liqo.fabric.netns", host_module=True, become=True)
+    assert in_process_refusal(**args) == "become is set"
