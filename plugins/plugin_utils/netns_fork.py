@@ -8,6 +8,8 @@ A host module run in-process must not change the worker: it may enter a network 
 does before it execs (the network namespace, then a private mount namespace with that namespace's own
 ``/sys``), runs the function with fds 0-2 on /dev/null and a private file, and sends back its JSON result
 through a pipe nothing else inherits. Python 3.11 has no ``os.setns``/``os.unshare``: libc through ctypes.
+Unlike ``ip netns exec``, it does not bind-mount ``/etc/netns/<name>/*`` over ``/etc``: the collection's host
+modules read nothing there.
 """
 
 from __future__ import annotations
