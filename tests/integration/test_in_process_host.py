@@ -149,7 +149,7 @@ def test_a_daemon_stays_in_the_namespace_and_a_timeout_kills_the_child(veth_pair
     t0 = time.monotonic()
     rc, (daemon, hung), markers, dummy, text = play(ns, [
         {"name": "daemon", "lfabtest.host.where": {"mode": "daemon"}},
-        {"name": "hang", "lfabtest.host.where": {"mode": "hang", "path": pidfile}, "timeout": 3,
+        {"name": "hang", "lfabtest.host.where": {"mode": "hang", "path": pidfile}, "timeout": 5,
          "ignore_errors": True},
     ], where_collection)
     elapsed = time.monotonic() - t0
