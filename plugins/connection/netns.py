@@ -51,7 +51,7 @@ import shlex
 from ansible.errors import AnsibleConnectionFailure
 from ansible.plugins.connection.local import Connection as LocalConnection
 
-NETNS_DIR = "/run/netns"
+from ansible_collections.liqo.fabric.plugins.plugin_utils.netns_fork import NETNS_RUN_DIR, valid_netns_name
 
 
 class Connection(LocalConnection):
@@ -60,22 +60,19 @@ class Connection(LocalConnection):
     transport = "liqo.fabric.netns"
     has_pipelining = True
 
-    def netns_name(self):
-        """The namespace this host's commands run in (liqo.fabric's in-process host modules join it)."""
-        return self._netns()
-
     def _connect(self):
-        netns = self._netns()
-        if not os.path.exists(os.path.join(NETNS_DIR, netns)):
+        netns = self.netns_name()
+        if not os.path.exists(os.path.join(NETNS_RUN_DIR, netns)):
             raise AnsibleConnectionFailure(f"network namespace {netns!r} does not exist (ip netns list)")
         return super()._connect()
 
-    def _netns(self):
+    def netns_name(self):
+        """The namespace this host's commands run in (liqo.fabric's in-process host modules join it too)."""
         name = self.get_option("netns") or self._play_context.remote_addr
-        if not name or "/" in name or name in (".", ".."):
+        if not valid_netns_name(name):
             raise AnsibleConnectionFailure(f"netns: invalid network namespace name {name!r}")
         return name
 
     def exec_command(self, cmd, in_data=None, sudoable=True):
-        prefix = " ".join(shlex.quote(p) for p in (self.get_option("ip_executable"), "netns", "exec", self._netns()))
+        prefix = " ".join(shlex.quote(p) for p in (self.get_option("ip_executable"), "netns", "exec", self.netns_name()))
         return super().exec_command(f"{prefix} {cmd}", in_data=in_data, sudoable=sudoable)

@@ -17,7 +17,7 @@ import time
 
 from ansible_collections.liqo.fabric.plugins.module_utils import nat_table as nat
 from ansible_collections.liqo.fabric.plugins.module_utils import routing
-from ansible_collections.liqo.fabric.plugins.module_utils import rx_steering
+from ansible_collections.liqo.fabric.plugins.module_utils import rx_steering as rps  # the option is rx_steering
 from ansible_collections.liqo.fabric.plugins.module_utils import wireguard as wg
 # NftError is re-exported for the module
 from ansible_collections.liqo.fabric.plugins.module_utils.nftables import Nft, NftError  # noqa: F401 # pylint: disable=unused-import
@@ -173,9 +173,9 @@ def _steering(iface, wres, enabled, check):
     if wres.get("backend") != wg.BACKEND_USERSPACE:
         return {"changed": False, "before": [], "after": [], "writes": 0}
     if check and wres["created"]:  # no interface yet: it would get the mask
-        mask = rx_steering.format_mask(rx_steering.desired_mask(enabled))
+        mask = rps.format_mask(rps.desired_mask(enabled))
         return {"changed": mask != "0", "before": [], "after": [mask], "writes": 0}
-    return rx_steering.sync_rps(iface, enabled, check)
+    return rps.sync_rps(iface, enabled, check)
 
 
 def _build(gw, spec, check, nft, handover_wait=0.0, rx_steer=True):

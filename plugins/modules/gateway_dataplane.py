@@ -175,7 +175,7 @@ def main():
                                            p["rx_steering"])
     except gd.DataplaneError as e:
         module.fail_json(msg=str(e))
-    except (gd.wg.WireGuardError, gd.routing.NetlinkError, gd.NftError, gd.rx_steering.SteeringError, OSError) as e:
+    except (gd.wg.WireGuardError, gd.routing.NetlinkError, gd.NftError, gd.rps.SteeringError, OSError) as e:
         module.fail_json(msg="gateway dataplane: %s" % e, exception=traceback.format_exc())
     diffs = result.pop("diffs")
     if module._diff:  # pylint: disable=protected-access

@@ -45,9 +45,14 @@ def _check(ret: int, what: str) -> None:
         raise ForkError("%s: %s" % (what, os.strerror(err) or errno.errorcode.get(err, err)))
 
 
+def valid_netns_name(name: str | None) -> bool:
+    """A name `ip netns` could have made: a single path component under /run/netns."""
+    return bool(name) and "/" not in name and name not in (".", "..")
+
+
 def enter_netns(name: str) -> None:
     """Join /run/netns/<name> and give this process its own /sys for it (what `ip netns exec` does)."""
-    if not name or "/" in name or name in (".", ".."):
+    if not valid_netns_name(name):
         raise ForkError("invalid network namespace name %r" % (name,))
     libc = _libc()
     path = os.path.join(NETNS_RUN_DIR, name)
