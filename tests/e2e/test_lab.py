@@ -67,6 +67,22 @@ def test_nothing_crosses_between_clusters(lab2):
     assert not a.ping(a.nodes[1].netns, b.gateway_nodes[0].wan_ip.split("/")[0])
 
 
+def test_switches_forward_in_one_hop(lab2):
+    """Underlay and WAN ports are macvlans on the switch's parent (one hop per frame, tests.lab.switch): the
+    switch netns holds only that parent pair, no per-node port."""
+    a = lab2["a"]
+
+    def kind(ns: str, ifname: str) -> tuple:
+        info = json.loads(netns.exec_in(ns, ["ip", "-d", "-j", "link", "show", "dev", ifname]).stdout)[0]["linkinfo"]
+        return info["info_kind"], info.get("info_data", {}).get("mode")
+
+    assert {kind(n.netns, "eth0") for n in a.nodes} == {("macvlan", "bridge")}
+    assert kind(a.gateway_nodes[0].netns, "wan0") == ("macvlan", "bridge")
+    for ns in (a.switch_netns, lab2.wan.netns):
+        links = json.loads(netns.exec_in(ns, ["ip", "-j", "link", "show"]).stdout)
+        assert sorted(link["ifname"] for link in links) == ["lo", "sw0", "sw0p"]
+
+
 def test_playbook_with_netns_connection_sees_the_node_addresses(lab2, tmp_path):
     node = lab2["a"].nodes[1]
     playbook = tmp_path / "facts.yml"

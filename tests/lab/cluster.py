@@ -1,7 +1,7 @@
 """LabCluster: one real Kubernetes "cluster" on this machine.
 
 - a real etcd + kube-apiserver on loopback with its own kubeconfig;
-- nodes = netns on an underlay bridge (in a switch netns, so the host namespace is never touched);
+- nodes = netns on an underlay switch (tests.lab.switch, in its own netns: the host namespace is never touched);
 - pods = netns with a veth to a per-node bridge `cni0`; host-gw routes between nodes;
 - Node/Pod objects registered in the apiserver with the real addresses;
 - the first `gateways` nodes attached to the shared WAN (LabWan) with an address on `wan0`.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 
-from tests.lab import cleanup, names, netns
+from tests.lab import cleanup, names, netns, switch
 from tests.lab.apiserver import ApiServer
 from tests.lab.kube import LabKube
 from tests.lab.topology import NodePlan, PodPlan, plan_cluster
@@ -96,25 +96,15 @@ class LabCluster:
         if self.wan:
             self.wan.up()
             for node in self.gateway_nodes:
-                node.wan_ip, node.wan_port = self.wan.allocate()
+                node.wan_ip = self.wan.allocate()
         netns.create_netns(self.all_netns())
-        host = []
-        for node in self.nodes:
-            host.append(f"link add name eth0 netns {node.netns} type veth "
-                        f"peer name {node.underlay_port} netns {self.switch_netns}")
-            for pod in node.pods:
-                host.append(f"link add name eth0 netns {pod.netns} type veth peer name {pod.host_veth} netns {node.netns}")
-            if node.gateway:
-                host += self.wan.attach_commands(node.netns, node.wan_port)
-        netns.ip_batch(host)
-
-        ports = [c for n in self.nodes
-                 for c in (f"link set {n.underlay_port} master br0", f"link set {n.underlay_port} up")]
-        netns.ip_batch(["link set lo up", "link add br0 type bridge", "link set br0 up"] + ports,
+        netns.ip_batch(switch.up_commands() + [c for n in self.nodes for c in switch.attach_commands(n.netns, "eth0")],
                        netns=self.switch_netns)
         if self.wan:
-            netns.ip_batch([c for n in self.gateway_nodes for c in self.wan.port_commands(n.wan_port)],
+            netns.ip_batch([c for n in self.gateway_nodes for c in self.wan.attach_commands(n.netns)],
                            netns=self.wan.netns)
+        netns.ip_batch([f"link add name eth0 netns {pod.netns} type veth peer name {pod.host_veth} netns {node.netns}"
+                        for node in self.nodes for pod in node.pods])
         for node in self.nodes:
             self._configure_node(node)
         for node in self.nodes:
@@ -155,12 +145,9 @@ class LabCluster:
         plan = plan_cluster(self.prefix, self.name, self.pod_cidr, self.underlay_cidr, i + 1, pods, 0)[i]
         self.nodes.append(plan)
         netns.create_netns([plan.netns] + [p.netns for p in plan.pods])
-        netns.ip_batch([f"link add name eth0 netns {plan.netns} type veth peer name {plan.underlay_port} "
-                        f"netns {self.switch_netns}"]
-                       + [f"link add name eth0 netns {p.netns} type veth peer name {p.host_veth} netns {plan.netns}"
-                          for p in plan.pods])
-        netns.ip_batch([f"link set {plan.underlay_port} master br0", f"link set {plan.underlay_port} up"],
-                       netns=self.switch_netns)
+        netns.ip_batch(switch.attach_commands(plan.netns, "eth0"), netns=self.switch_netns)
+        netns.ip_batch([f"link add name eth0 netns {p.netns} type veth peer name {p.host_veth} netns {plan.netns}"
+                        for p in plan.pods])
         self._configure_node(plan)
         for other in self.nodes:
             if other is not plan:
@@ -183,7 +170,7 @@ class LabCluster:
             if other is not plan:
                 netns.ip_batch([f"route del {plan.pod_cidr} via {plan.underlay_ip} dev eth0"], netns=other.netns)
         cleanup.kill_in_netns([plan.netns])
-        netns.delete_netns([plan.netns])  # and with it the veth to the switch
+        netns.delete_netns([plan.netns])  # and with it its switch port
         self.nodes.remove(plan)
         if self.on_change:
             self.on_change()

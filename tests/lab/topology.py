@@ -19,12 +19,10 @@ class NodePlan:
     netns: str
     index: int
     underlay_ip: str       # InternalIP, on eth0
-    underlay_port: str     # switch-side veth name
     pod_cidr: str          # this node's slice of the cluster pod CIDR
     bridge_ip: str         # pods' default gateway (first address of the slice)
     gateway: bool = False  # attached to the WAN
     wan_ip: str = ""
-    wan_port: str = ""
     pods: list[PodPlan] = dataclasses.field(default_factory=list)
 
 
@@ -52,7 +50,7 @@ def plan_cluster(prefix: str, cluster: str, pod_cidr: str, underlay_cidr: str, n
             raise ValueError(f"pods_per_node: {pods_per_node} does not fit in /{node_prefixlen}")
         addrs = list(node_net.hosts())
         node = NodePlan(name=f"{cluster}-node-{i + 1}", netns=f"{prefix}-{cluster}-n{i + 1}", index=i,
-                        underlay_ip=str(next(hosts)), underlay_port=f"port{i + 1}", pod_cidr=str(node_net),
+                        underlay_ip=str(next(hosts)), pod_cidr=str(node_net),
                         bridge_ip=str(addrs[0]), gateway=i < gateways)
         for j in range(pods_per_node):
             node.pods.append(PodPlan(name=f"pod-{i + 1}-{j + 1}", netns=f"{prefix}-{cluster}-n{i + 1}p{j + 1}",
