@@ -18,6 +18,7 @@ import time
 from ansible_collections.liqo.fabric.plugins.module_utils import nat_table as nat
 from ansible_collections.liqo.fabric.plugins.module_utils import routing
 from ansible_collections.liqo.fabric.plugins.module_utils import rx_steering as rps  # the option is rx_steering
+from ansible_collections.liqo.fabric.plugins.module_utils import socket_buffers as sockbuf
 from ansible_collections.liqo.fabric.plugins.module_utils import wireguard as wg
 # NftError is re-exported for the module
 from ansible_collections.liqo.fabric.plugins.module_utils.nftables import Nft, NftError  # noqa: F401 # pylint: disable=unused-import
@@ -178,7 +179,22 @@ def _steering(iface, wres, enabled, check):
     return rps.sync_rps(iface, enabled, check)
 
 
-def _build(gw, spec, check, nft, handover_wait=0.0, rx_steer=True):
+def _buffers(wres, size, check):
+    """UDP socket buffers of a wireguard-go (see socket_buffers). Sockets that cannot be reached (no
+    pidfd_getfd, no permission) are reported, not fatal: the tunnel works with default buffers."""
+    if wres.get("backend") != wg.BACKEND_USERSPACE or not size:
+        return {"changed": False, "before": [], "after": [], "writes": 0}
+    if check and wres["created"]:  # no process yet: its sockets would get the size
+        return {"changed": True, "before": [], "after": [], "writes": 0}
+    if not wres.get("pid"):
+        return {"changed": False, "before": [], "after": [], "writes": 0, "skipped": "no wireguard-go process found"}
+    try:
+        return sockbuf.sync_buffers(wres["pid"], size, check)
+    except sockbuf.SocketBufferError as e:
+        return {"changed": False, "before": [], "after": [], "writes": 0, "skipped": e.strerror}
+
+
+def _build(gw, spec, check, nft, handover_wait=0.0, rx_steer=True, buffer_size=0):
     """One gateway, in dependency order. Returns (result, diffs)."""
     iface = gw["interface"]
     waited = wait_name_free(iface, handover_wait) if handover_wait and not check else 0.0
@@ -190,6 +206,8 @@ def _build(gw, spec, check, nft, handover_wait=0.0, rx_steer=True):
     out["wireguard"] = {k: wres.get(k) for k in ("changed", "created", "backend", "pid", "writes")}
     steer = _steering(iface, wres, rx_steer, check)
     out["rx_steering"] = {"changed": steer["changed"], "rps_cpus": steer["after"]}
+    bufs = _buffers(wres, buffer_size, check)
+    out["udp_buffers"] = {k: bufs[k] for k in ("changed", "after", "skipped") if k in bufs}
     nres = nat.ensure(_nat_spec(gw), check_mode=check, nft=nft)
     out["nat"] = {"changed": nres["changed"], "table": nres["table"], "rules": nres["rules"]}
     if check and wres["created"]:
@@ -201,12 +219,14 @@ def _build(gw, spec, check, nft, handover_wait=0.0, rx_steer=True):
     rules = routing.sync_rules(_rules(gw), tables=[gw["table"]], check=check)
     out["routes"] = {k: routes[k] for k in ("changed", "added", "replaced", "removed", "writes")}
     out["rules"] = {k: rules[k] for k in ("changed", "added", "removed", "writes")}
-    out["changed"] = any(out[k]["changed"] for k in ("wireguard", "rx_steering", "nat", "routes", "rules"))
+    parts = ("wireguard", "rx_steering", "udp_buffers", "nat", "routes", "rules")
+    out["changed"] = any(out[k]["changed"] for k in parts)
     out["seconds"]["total"] = round(time.monotonic() - t0, 3)
-    out["writes"] = ((wres.get("writes") or 0) + steer["writes"] + (1 if nres["changed"] and not check else 0)
+    out["writes"] = ((wres.get("writes") or 0) + steer["writes"] + bufs["writes"] + (1 if nres["changed"] and not check else 0)
                      + routes["writes"] + rules["writes"])
     diffs = [_diff("wireguard %s" % iface, _wg_text(wres["diff"]["before"]), _wg_text(wres["diff"]["after"])),
              _diff("rps_cpus of %s" % iface, _lines(steer["before"]), _lines(steer["after"])),
+             _diff("udp buffers of the wireguard-go of %s" % iface, _lines(bufs["before"]), _lines(bufs["after"])),
              _diff("nft table ip %s" % gw["nat_table"], nres["diff"]["before"], nres["diff"]["after"]),
              _diff("table %s" % gw["table"], _lines(routes["before"]), _lines(routes["after"])),
              _diff("rules of table %s" % gw["table"], _lines(rules["before"]), _lines(rules["after"]))]
@@ -233,12 +253,14 @@ def _teardown(gw, check, nft):
 
 
 def sync_gateway_dataplane(gateways, private_keys=None, state="present", check=False, probe_wait=0.0,
-                           sysctl_file=None, handover_wait=0.0, rx_steering=True):
+                           sysctl_file=None, handover_wait=0.0, rx_steering=True,
+                           udp_buffer_size=sockbuf.DEFAULT_SIZE):
     """Makes this host run exactly `gateways` (state present) or none of them (absent).
 
     `gateways`: entries of liqo.fabric.gateway_plan (ready ones for present). Returns changed, gateways
     (per-gateway results), probes (by interface, as tunnel_probe returns them; not in check mode), sysctls
     (names changed) and diffs. `rx_steering`: RPS over every CPU on wireguard-go interfaces (else none).
+    `udp_buffer_size`: the least receive and send buffer of wireguard-go's UDP sockets (0: left alone).
     Raises DataplaneError on bad input before anything is written."""
     gateways = list(gateways or [])
     if state not in ("present", "absent"):
@@ -248,6 +270,9 @@ def sync_gateway_dataplane(gateways, private_keys=None, state="present", check=F
         for i, gw in enumerate(gateways):
             _check_keys(i, gw, REQUIRED)
     else:
+        if not isinstance(udp_buffer_size, int) or udp_buffer_size < 0:
+            raise DataplaneError("udp_buffer_size: %r must be 0 (leave the sockets alone) or a size in bytes"
+                                 % (udp_buffer_size,))
         specs = validate(gateways, private_keys)
         if gateways:
             result["sysctls"] = sync_sysctls(check, sysctl_file)
@@ -260,7 +285,8 @@ def sync_gateway_dataplane(gateways, private_keys=None, state="present", check=F
                 if state == "absent":
                     out, diffs = _teardown(gw, check, nft)
                 else:
-                    out, diffs = _build(gw, specs[gw["interface"]], check, nft, handover_wait, rx_steering)
+                    out, diffs = _build(gw, specs[gw["interface"]], check, nft, handover_wait, rx_steering,
+                                        udp_buffer_size)
                 result["gateways"].append(out)
                 result["diffs"] += diffs
         finally:
