@@ -76,7 +76,7 @@ options:
       - Receive Packet Steering over every online CPU on the tunnel interface of a wireguard-go gateway. wireguard-go
         writes each decrypted packet from one goroutine per peer and the kernel forwards it (NAT, the overlay
         to the pod's node) inside that write; with steering the forwarding runs on the CPU the flow hashes to.
-        On the 2-CPU lab, +24-38% pod-to-pod throughput; an idle ping may pay a cross-CPU wake-up (+0.02-0.09 ms).
+        On the 2-CPU lab, +87-93% pod-to-pod throughput; an idle ping may pay a cross-CPU wake-up (+0.02-0.1 ms).
       - V(false) sets no steering (mask 0, the kernel default). Ignored for the kernel WireGuard backend and
         on a host with one CPU (mask 0).
     type: bool
