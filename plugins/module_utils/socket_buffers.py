@@ -44,9 +44,13 @@ def _syscall(libc, number, *args):
     return res
 
 
+def _capped(size):
+    return min(size, 0x7FFFFFFF // 2)  # the kernel doubles it into an int
+
+
 def reported(size: int) -> int:
     """What getsockopt reports after setting `size`: the kernel doubles the value (room for its bookkeeping)."""
-    return min(size, 0x7FFFFFFF // 2) * 2
+    return _capped(size) * 2
 
 
 def _udp_sockets(libc, pid):
@@ -59,21 +63,27 @@ def _udp_sockets(libc, pid):
                 if not os.readlink("/proc/%d/fd/%s" % (pid, name)).startswith("socket:"):
                     continue
                 local = _syscall(libc, SYS_PIDFD_GETFD, pidfd, int(name), 0)
-            except (OSError, ValueError):  # closed meanwhile
-                continue
+            except OSError as e:
+                if e.errno in (errno.ENOENT, errno.EBADF):  # closed meanwhile
+                    continue
+                raise
             sock = socket.socket(fileno=local)
             if sock.family in (socket.AF_INET, socket.AF_INET6) and sock.type == socket.SOCK_DGRAM:
                 host, port = sock.getsockname()[:2]
                 found.append((sock, "udp %s:%d" % ("[%s]" % host if sock.family == socket.AF_INET6 else host, port)))
             else:
                 sock.close()
+    except BaseException:
+        for sock, dummy in found:
+            sock.close()
+        raise
     finally:
         os.close(pidfd)
     return found
 
 
-def _line(label, sock):
-    return "%s %s" % (label, " ".join("%s %d" % (k, sock.getsockopt(socket.SOL_SOCKET, opt)) for k, opt, dummy in _KINDS))
+def _line(label, values):
+    return " ".join([label] + ["%s %d" % (kind, values[kind]) for kind, dummy, dummy2 in _KINDS])
 
 
 def sync_buffers(pid: int, size: int, check: bool = False) -> dict:
@@ -85,25 +95,25 @@ def sync_buffers(pid: int, size: int, check: bool = False) -> dict:
         raise ValueError("udp_buffer_size: %r must be 0 (leave the sockets alone) or a size in bytes" % (size,))
     if not size:
         return {"changed": False, "before": [], "after": [], "writes": 0}
-    libc = _libc()
     try:
-        socks = _udp_sockets(libc, pid)
-    except SocketBufferError as e:
+        socks = _udp_sockets(_libc(), pid)
+    except OSError as e:
         if e.errno == errno.ENOSYS:
             raise SocketBufferError(e.errno, "this kernel has no pidfd_getfd (Linux >= 5.6 is needed)") from None
         raise SocketBufferError(e.errno, "the sockets of wireguard-go (pid %d): %s" % (pid, e.strerror)) from None
+    want = reported(size)
     before, after, writes = [], [], 0
     try:
         for sock, label in socks:
-            before.append(_line(label, sock))
-            for dummy, get_opt, force_opt in _KINDS:
-                if sock.getsockopt(socket.SOL_SOCKET, get_opt) < reported(size):
+            now = {kind: sock.getsockopt(socket.SOL_SOCKET, get) for kind, get, dummy in _KINDS}
+            before.append(_line(label, now))
+            for kind, get, force in _KINDS:
+                if now[kind] < want:
                     writes += 1
                     if not check:
-                        sock.setsockopt(socket.SOL_SOCKET, force_opt, min(size, 0x7FFFFFFF // 2))
-            after.append(_line(label, sock) if not check else " ".join(
-                [label] + ["%s %d" % (k, max(sock.getsockopt(socket.SOL_SOCKET, opt), reported(size)))
-                           for k, opt, dummy in _KINDS]))
+                        sock.setsockopt(socket.SOL_SOCKET, force, _capped(size))
+            after.append(_line(label, {kind: max(now[kind], want) if check else sock.getsockopt(socket.SOL_SOCKET, get)
+                                       for kind, get, dummy in _KINDS}))
     finally:
         for sock, dummy in socks:
             sock.close()

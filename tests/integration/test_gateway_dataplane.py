@@ -76,6 +76,8 @@ def test_build_probe_rerun_and_teardown(pair):
     assert probe["connected"] and probe["reason"] == "Established", probe
     part = cli["gateways"][0]
     assert part["wireguard"]["created"] and part["nat"]["changed"] and part["routes"]["added"] and part["rules"]["added"]
+    for res in (srv, cli):  # a new wireguard-go's sockets are sized in the run that starts it
+        assert res["gateways"][0]["udp_buffers"]["changed"] and res["gateways"][0]["udp_buffers"]["after"]
 
     ns, gw = pair["client_ns"], pair["client"]
     rules = netns.exec_in(ns, ["ip", "rule"]).stdout
