@@ -168,11 +168,15 @@ def wait_name_free(iface, timeout, interval=0.05):
     return time.monotonic() - t0
 
 
+def _unchanged(**extra):
+    return dict(changed=False, before=[], after=[], writes=0, **extra)
+
+
 def _steering(iface, wres, enabled, check):
     """RPS of a wireguard-go TUN (see rx_steering); the kernel backend delivers through its own per-CPU
     workers and is left alone."""
     if wres.get("backend") != wg.BACKEND_USERSPACE:
-        return {"changed": False, "before": [], "after": [], "writes": 0}
+        return _unchanged()
     if check and wres["created"]:  # no interface yet: it would get the mask
         mask = rps.format_mask(rps.desired_mask(enabled))
         return {"changed": mask != "0", "before": [], "after": [mask], "writes": 0}
@@ -183,15 +187,15 @@ def _buffers(wres, size, check):
     """UDP socket buffers of a wireguard-go (see socket_buffers). Sockets that cannot be reached (no
     pidfd_getfd, no permission) are reported, not fatal: the tunnel works with default buffers."""
     if wres.get("backend") != wg.BACKEND_USERSPACE or not size:
-        return {"changed": False, "before": [], "after": [], "writes": 0}
+        return _unchanged()
     if check and wres["created"]:  # no process yet: its sockets would get the size
-        return {"changed": True, "before": [], "after": [], "writes": 0}
+        return dict(_unchanged(), changed=True)
     if not wres.get("pid"):
-        return {"changed": False, "before": [], "after": [], "writes": 0, "skipped": "no wireguard-go process found"}
+        return _unchanged(skipped="no wireguard-go process found")
     try:
         return sockbuf.sync_buffers(wres["pid"], size, check)
     except sockbuf.SocketBufferError as e:
-        return {"changed": False, "before": [], "after": [], "writes": 0, "skipped": e.strerror}
+        return _unchanged(skipped=e.strerror)
 
 
 def _build(gw, spec, check, nft, handover_wait=0.0, rx_steer=True, buffer_size=0):
@@ -270,9 +274,10 @@ def sync_gateway_dataplane(gateways, private_keys=None, state="present", check=F
         for i, gw in enumerate(gateways):
             _check_keys(i, gw, REQUIRED)
     else:
-        if not isinstance(udp_buffer_size, int) or udp_buffer_size < 0:
-            raise DataplaneError("udp_buffer_size: %r must be 0 (leave the sockets alone) or a size in bytes"
-                                 % (udp_buffer_size,))
+        try:
+            sockbuf.check_size(udp_buffer_size)
+        except ValueError as e:
+            raise DataplaneError(str(e)) from None
         specs = validate(gateways, private_keys)
         if gateways:
             result["sysctls"] = sync_sysctls(check, sysctl_file)

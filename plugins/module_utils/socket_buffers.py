@@ -44,6 +44,12 @@ def _syscall(libc, number, *args):
     return res
 
 
+def check_size(size) -> None:
+    """Raises ValueError naming udp_buffer_size unless `size` is 0 or a positive number of bytes."""
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        raise ValueError("udp_buffer_size: %r must be 0 (leave the sockets alone) or a size in bytes" % (size,))
+
+
 def _capped(size):
     return min(size, 0x7FFFFFFF // 2)  # the kernel doubles it into an int
 
@@ -91,8 +97,7 @@ def sync_buffers(pid: int, size: int, check: bool = False) -> dict:
 
     Returns changed, before and after (a line per socket: 'udp <addr>:<port> rcvbuf N sndbuf N', as getsockopt
     reports them) and writes. Raises SocketBufferError when the sockets cannot be reached."""
-    if size < 0:
-        raise ValueError("udp_buffer_size: %r must be 0 (leave the sockets alone) or a size in bytes" % (size,))
+    check_size(size)
     if not size:
         return {"changed": False, "before": [], "after": [], "writes": 0}
     try:
