@@ -68,9 +68,9 @@ sanity: venv collection
 bench: setup
 	@$(PY) -m tests.benchmarks
 
-# Removes what a crashed lab left behind (only objects carrying the lab's name prefix).
+# Removes what crashed labs left behind: only labs whose owner process is gone (ALL=1: every lab).
 lab-clean: venv
-	@$(PY) -m tests.lab clean
+	@$(PY) -m tests.lab clean $(if $(ALL),--all)
 
 clean: lab-clean
 	rm -rf build

@@ -1,7 +1,6 @@
 """Issue 2 acceptance: a lab leaves zero residue, a crashed one is cleaned, the CLI works.
-
-Kept apart from test_lab.py: `lab-clean` removes every lab on the machine, so no lab fixture may be
-alive while these run."""
+Issue 17 part 4: `lab-clean` removes only labs whose owner is gone; a live lab next to a dead one survives."""
+import json
 import os
 import signal
 import subprocess
@@ -9,7 +8,7 @@ import sys
 import time
 
 from tests.conftest import ROOT, require_root
-from tests.lab import Lab, netns
+from tests.lab import Lab, cleanup, names, netns
 from tests.lab.cleanup import WG_SOCKET_DIR
 
 
@@ -34,39 +33,49 @@ def _lab_processes(workdir: str) -> list[int]:
 
 
 def test_down_leaves_zero_residue():
+    # other labs may come and go meanwhile (other runs share the machine): only this lab's objects count
     require_root()
-    ns0, links0, procs0, socks0 = _snapshot()
+    _ns0, links0, _procs0, _socks0 = _snapshot()
     lab = Lab([{"name": "a"}, {"name": "b"}], nodes=2, pods_per_node=1).up()
     # a stray wireguard-go-like socket and a process inside a lab netns, as later features will leave
     os.makedirs(WG_SOCKET_DIR, exist_ok=True)
     stray_sock = os.path.join(WG_SOCKET_DIR, f"{lab.prefix}wg0.sock")
     open(stray_sock, "w").close()
     sleeper = netns.popen_in(lab["a"].nodes[0].netns, ["sleep", "300"])
-    assert len(set(netns.list_netns()) - ns0) == 2 * (1 + 2 + 2) + 1  # switch+nodes+pods per cluster, WAN
+    ours = [n for n in netns.list_netns() if n.startswith(lab.prefix)]
+    assert len(ours) == 2 * (1 + 2 + 2) + 1  # switch+nodes+pods per cluster, WAN
     assert _lab_processes(lab.workdir)
+    in_netns = sorted({pid for n in ours for pid in netns.pids_in_netns(n)})
+    assert sleeper.pid in in_netns
     lab.down()
     sleeper.wait(timeout=5)
-    ns1, links1, procs1, socks1 = _snapshot()
-    assert ns1 == ns0
-    assert links1 == links0
-    assert socks1 == socks0
+    _ns1, links1, _procs1, socks1 = _snapshot()
+    assert not [n for n in netns.list_netns() if n.startswith(lab.prefix)]
+    assert links1 == links0  # the lab never touches the host's links
+    assert not [s for s in socks1 if s.startswith(lab.prefix)]
     assert not _lab_processes(lab.workdir)
+    assert not [p for p in in_netns if os.path.exists(f"/proc/{p}") and "zombie" not in _state(p)]
     assert not os.path.exists(lab.workdir)
-    leftover = [p for p in procs1 - procs0 if os.path.exists(f"/proc/{p}") and p != os.getpid()]
-    names = []
-    for p in leftover:
-        try:
-            with open(f"/proc/{p}/comm", encoding="utf-8") as f:
-                names.append(f.read().strip())
-        except OSError:
-            pass
-    assert not [n for n in names if n in ("etcd", "kube-apiserver", "sleep", "wireguard-go")], names
 
 
-def test_lab_clean_removes_a_crashed_lab_and_nothing_else():
+def _state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/status", encoding="utf-8") as f:
+            return next((line for line in f if line.startswith("State:")), "")
+    except OSError:
+        return "zombie"
+
+
+def test_lab_clean_removes_a_dead_lab_and_spares_a_live_one():
     require_root()
     bystander = "lfx-bystander"  # not the lab prefix: must survive lab-clean
-    netns.create_netns([bystander])
+    legacy = "lfab" + "%04x" % (os.getpid() % 0x10000)  # a state file without an owner: kept without --all
+    legacy_dir = os.path.join(names.STATE_ROOT, legacy)
+    netns.create_netns([bystander, f"{legacy}-x"])
+    os.makedirs(legacy_dir, mode=0o700)
+    with open(os.path.join(legacy_dir, "state.json"), "w", encoding="utf-8") as f:
+        json.dump({"lab_id": legacy[4:], "prefix": legacy, "workdir": legacy_dir, "pids": []}, f)
+    live = Lab([{"name": "a"}], nodes=1, pods_per_node=1).up()  # owned by this (running) test
     try:
         code = ("import os\nfrom tests.lab import Lab\n"
                 "lab = Lab([{'name': 'a'}, {'name': 'b'}], nodes=1, pods_per_node=1).up()\n"
@@ -77,15 +86,35 @@ def test_lab_clean_removes_a_crashed_lab_and_nothing_else():
         prefix, workdir = proc.stdout.split()
         assert [n for n in netns.list_netns() if n.startswith(prefix)]
         assert _lab_processes(workdir)  # the apiservers outlived the crash
+        live_ns = sorted(n for n in netns.list_netns() if n.startswith(live.prefix))
+        live_procs = _lab_processes(live.workdir)
+        assert live_ns and live_procs
+
+        dry = subprocess.run([sys.executable, "-m", "tests.lab", "clean", "--dry-run"], capture_output=True,
+                             text=True, cwd=ROOT, check=True, timeout=120).stdout
+        assert f"would remove {prefix} (owner gone)" in dry
+        assert f"kept {live.prefix}: owner pid {os.getpid()} is running" in dry
+        assert [n for n in netns.list_netns() if n.startswith(prefix)]  # a dry run removes nothing
+
         out = subprocess.run([sys.executable, "-m", "tests.lab", "clean"], capture_output=True, text=True,
                              cwd=ROOT, check=True, timeout=120).stdout
         assert "lab-clean: removed" in out
+        assert f"kept {legacy}: no owner recorded" in out
         time.sleep(0.2)
         assert not [n for n in netns.list_netns() if n.startswith(prefix)]
         assert not _lab_processes(workdir)
         assert not os.path.exists(workdir)
+        # the live lab is untouched: its netns, its apiserver (still answering), its state
+        assert sorted(n for n in netns.list_netns() if n.startswith(live.prefix)) == live_ns
+        assert sorted(_lab_processes(live.workdir)) == sorted(live_procs)
+        assert os.path.exists(os.path.join(live.workdir, "state.json"))
+        assert [n.metadata.name for n in live["a"].kube.core.list_node().items]
+        assert live["a"].ping(live["a"].pods[0].netns, live["a"].nodes[0].underlay_ip)
+        assert f"{legacy}-x" in netns.list_netns() and os.path.isdir(legacy_dir)
         assert bystander in netns.list_netns()
     finally:
+        live.down()
+        cleanup.clean_prefix(legacy, legacy_dir)
         netns.delete_netns([bystander])
 
 
@@ -101,6 +130,7 @@ def test_cli_up_status_down():
         status = subprocess.run([sys.executable, "-m", "tests.lab", "status"], capture_output=True, text=True,
                                 cwd=ROOT, env=env, check=True).stdout
         assert f"lab {lab_id}: 4 netns, 2/2 processes alive" in status
+        assert f"owner {os.getpid()} alive" in status  # the test run that ran `up`, not the exited CLI
     finally:
         down = subprocess.run([sys.executable, "-m", "tests.lab", "down", lab_id], capture_output=True,
                               text=True, cwd=ROOT, env=env, check=True).stdout

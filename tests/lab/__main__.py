@@ -3,7 +3,7 @@
   up      bring up clusters (default: a and b, both 10.243.0.0/16) and leave them running
   down    remove one lab by id (or --all)
   status  list running labs: clusters, kubeconfigs, inventory, processes alive
-  clean   remove everything any lab left behind (what `make lab-clean` runs)
+  clean   remove the labs whose owner process is gone (what `make lab-clean` runs); --all: every lab
   demo    what `make demo` runs
 """
 from __future__ import annotations
@@ -13,19 +13,21 @@ import json
 import os
 import sys
 
-from tests.lab import cleanup, names, netns
+from tests.lab import cleanup, names, netns, owner
 
 
 def cmd_up(args) -> int:
     from tests.lab.lab import Lab  # pylint: disable=import-outside-toplevel
     specs = [{"name": n} for n in args.clusters.split(",")]
     lab = Lab(specs, pod_cidr=args.pod_cidr, nodes=args.nodes, pods_per_node=args.pods_per_node,
-              gateways=args.gateways, lab_id=args.id).up()
+              gateways=args.gateways, lab_id=args.id,
+              owner_pid=args.owner_pid if args.owner_pid is not None else owner.invoking_pid()).up()
     print(f"lab {lab.lab_id} is up (apiservers {lab.timings['apiservers_start']:.1f} s, "
           f"rest {lab.timings['up_without_apiservers']:.1f} s)")
     for name, c in lab.clusters.items():
         print(f"  cluster {name}: kubeconfig {c.kubeconfig}  id {c.cluster_id}")
     print(f"  inventory {lab.inventory_path}")
+    print(f"  owner pid {lab.owner['pid']} ({lab.owner['cmdline'][:60]}): `make lab-clean` spares the lab while it runs")
     print(f"remove it with: python -m tests.lab down {lab.lab_id}")
     return 0
 
@@ -51,7 +53,8 @@ def cmd_status(_args) -> int:
         prefix = st["prefix"]
         alive = [p for p in st.get("pids", []) if os.path.exists(f"/proc/{p}")]
         spaces = [n for n in all_ns if n.startswith(prefix)]
-        print(f"lab {st['lab_id']}: {len(spaces)} netns, {len(alive)}/{len(st.get('pids', []))} processes alive")
+        print(f"lab {st['lab_id']}: {len(spaces)} netns, {len(alive)}/{len(st.get('pids', []))} processes alive, "
+              f"owner {(st.get('owner') or {}).get('pid', '?')} {owner.status(st.get('owner'))}")
         for name, c in st.get("clusters", {}).items():
             print(f"  cluster {name}: pod CIDR {c['pod_cidr']}, {len(c['nodes'])} nodes, "
                   f"{sum(len(n['pods']) for n in c['nodes'])} pods, kubeconfig {c['kubeconfig']}")
@@ -75,8 +78,17 @@ def cmd_down(args) -> int:
     return 0
 
 
-def cmd_clean(_args) -> int:
-    results = cleanup.clean_all()
+def cmd_clean(args) -> int:
+    plan = cleanup.plan_clean(args.all)
+    for lab, why in plan["kept"]:
+        print(f"lab-clean: kept {lab}: {why}")
+    if args.dry_run:
+        for d in plan["dead"]:
+            print(f"lab-clean: would remove {os.path.basename(d)}" + ("" if args.all else " (owner gone)"))
+        for i in plan["orphans"]:
+            print(f"lab-clean: would remove {names.lab_prefix(i)} (objects without a state dir)")
+        return 0
+    results = cleanup.clean_all(args.all)
     n = sum(len(r["netns"]) for r in results)
     p = sum(len(r["processes"]) for r in results)
     s = sum(len(r["sockets"]) for r in results)
@@ -105,7 +117,12 @@ def main(argv=None) -> int:
     down.add_argument("lab_id", nargs="?")
     down.add_argument("--all", action="store_true")
     sub.add_parser("status")
-    sub.add_parser("clean")
+    up.add_argument("--owner-pid", type=int,
+                    help="process owning the lab: `make lab-clean` removes it only once that is gone "
+                         "(default: the shell, or test run, that ran this command)")
+    clean = sub.add_parser("clean")
+    clean.add_argument("--all", action="store_true", help="also the labs whose owner still runs")
+    clean.add_argument("--dry-run", action="store_true", help="print what would be removed")
     sub.add_parser("demo")
     args = parser.parse_args(argv)
     if os.geteuid() != 0:

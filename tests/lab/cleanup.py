@@ -13,7 +13,7 @@ import shutil
 import signal
 import time
 
-from tests.lab import names, netns
+from tests.lab import names, netns, owner
 
 WG_SOCKET_DIR = "/var/run/wireguard"
 
@@ -113,6 +113,7 @@ def clean_prefix(prefix: str, directory: str | None = None) -> dict:
     """Removes every lab object whose name starts with `prefix`; returns what was removed."""
     removed = {"processes": [], "netns": [], "sockets": [], "dirs": []}
     spaces = [n for n in netns.list_netns() if n.startswith(prefix)]
+    stop_real_nodes(spaces, directory)  # kubelets, then containers through containerd (their shims exit cleanly)
     inside = sorted({pid for n in spaces for pid in netns.pids_in_netns(n)})
     owned = recorded_pids(directory) if directory else []
     wg = wireguard_go_pids(prefix)
@@ -121,6 +122,7 @@ def clean_prefix(prefix: str, directory: str | None = None) -> dict:
     wg_ifnames = [_wireguard_go_ifname(pid) for pid in inside]
     _kill(sorted(set(inside + owned + wg)))
     removed["processes"] = sorted(set(inside + owned + wg))
+    removed["real_nodes"] = real_node_residue(prefix, directory)  # before the state dir goes (mounts in it)
     for ifname in filter(None, wg_ifnames):
         for ext in (".sock", ".pid", ".log"):
             path = os.path.join(WG_SOCKET_DIR, ifname + ext)
@@ -143,13 +145,216 @@ def clean_prefix(prefix: str, directory: str | None = None) -> dict:
     return removed
 
 
-def clean_all() -> list[dict]:
-    """`make lab-clean`: every lab's state dir and every netns/socket carrying the lab prefix."""
-    results = []
+def _lab_id_of(name: str) -> str | None:
+    """The lab id in an object's name (PREFIX + 4 hex digits + anything), else None."""
+    lab_id = name[len(names.PREFIX):len(names.PREFIX) + 4] if names.is_lab_name(name) else ""
+    return lab_id if len(lab_id) == 4 and all(c in "0123456789abcdef" for c in lab_id) else None
+
+
+def lab_ids_in_use() -> set[str]:
+    """Ids of the labs that have objects on this machine (netns, wireguard-go control files)."""
+    found = list(netns.list_netns())
+    if os.path.isdir(WG_SOCKET_DIR):
+        found += os.listdir(WG_SOCKET_DIR)
+    return {i for i in map(_lab_id_of, found) if i}
+
+
+def plan_clean(everything: bool = False) -> dict:
+    """What `make lab-clean` removes: {"dead": [state dirs], "orphans": [lab ids without a state dir],
+    "kept": [(lab id, why)]}. A lab is removed only when its owner is gone (tests.lab.owner), or with
+    `everything` (`clean --all`)."""
     dirs = []
     if os.path.isdir(names.STATE_ROOT):
-        dirs = [os.path.join(names.STATE_ROOT, d) for d in os.listdir(names.STATE_ROOT) if names.is_lab_name(d)]
+        dirs = sorted(os.path.join(names.STATE_ROOT, d) for d in os.listdir(names.STATE_ROOT) if names.is_lab_name(d))
+    plan = {"dead": [], "orphans": [], "kept": []}
     for d in dirs:
-        results.append(clean_prefix(os.path.basename(d), d))
-    results.append(clean_prefix(names.PREFIX))  # orphans without a state dir
+        status, rec = owner.lab_status(d)
+        if everything or status == owner.GONE:
+            plan["dead"].append(d)
+        elif status == owner.ALIVE:
+            plan["kept"].append((os.path.basename(d), f"owner pid {rec['pid']} is running ({rec.get('cmdline', '')[:60]})"))
+        else:
+            plan["kept"].append((os.path.basename(d), "no owner recorded in its state file (`clean --all` removes it)"))
+    with_dir = {_lab_id_of(os.path.basename(d)) for d in dirs}
+    plan["orphans"] = sorted(lab_ids_in_use() - with_dir)
+    return plan
+
+
+def clean_all(everything: bool = False) -> list[dict]:
+    """`make lab-clean`: the labs whose owner is gone and the objects of labs without a state dir (a crash
+    before it was written); with `everything`, every lab-prefixed object on the machine."""
+    plan = plan_clean(everything)
+    results = [clean_prefix(os.path.basename(d), d) for d in plan["dead"]]
+    results += [clean_prefix(names.lab_prefix(i)) for i in plan["orphans"]]
+    if everything:
+        results.append(clean_prefix(names.PREFIX))  # names that carry the prefix but no lab id
     return results
+
+
+# -- real-node labs (tests.lab.realnode): containers, mounts, cgroups, CNI caches, pod logs --------------------
+CGROUP_ROOT = "/sys/fs/cgroup"
+CNI_CACHE = "/var/lib/cni/results"
+POD_LOGS = "/var/log/pods"
+CONTAINER_LOGS = "/var/log/containers"
+DISK_ROOT = os.environ.get("LIQO_FABRIC_LAB_DISK", "/var/lib/liqo-fabric-lab")
+
+
+def reset_containerd(sock: str) -> list[str]:
+    """Kills and deletes every task of the CRI's containers on this containerd (their shims then exit and
+    remove their sockets in /run/containerd/s) and deletes the containers (and their snapshots)."""
+    def ctr(*args):
+        return netns.run(["ctr", "-a", sock, "-n", "k8s.io", *args], check=False, timeout=60)
+    ids = ctr("tasks", "ls", "-q").stdout.split()
+    for cid in ids:
+        ctr("tasks", "kill", "-a", "-s", "SIGKILL", cid)
+    if ids:
+        ctr("tasks", "rm", "-f", *ids)
+        deadline = time.monotonic() + 10
+        while ctr("tasks", "ls", "-q").stdout.split() and time.monotonic() < deadline:
+            time.sleep(0.1)
+    conts = ctr("containers", "ls", "-q").stdout.split()
+    if conts:
+        ctr("containers", "rm", *conts)
+    return ids
+
+
+def stop_real_nodes(spaces: list[str], directory: str | None) -> None:
+    """The kubelets living in these netns (they would restart containers), then every container through its
+    node's containerd (a socket <directory>/<cluster>/<node netns>/containerd.sock)."""
+    kubelets = [pid for n in spaces for pid in netns.pids_in_netns(n)
+                if os.path.basename(_cmdline(pid).split(" ", 1)[0]) == "kubelet"]
+    _kill(kubelets)
+    if directory and os.path.isdir(directory):
+        import glob  # pylint: disable=import-outside-toplevel
+        for sock in glob.glob(os.path.join(directory, "*", "*", "containerd.sock")):
+            if os.path.basename(os.path.dirname(sock)) in spaces:
+                reset_containerd(sock)
+
+
+def _cgroup_dirs(prefix: str) -> list[str]:
+    """Top-level cgroups named with `prefix` in every hierarchy (a real node's cgroupRoot is /<its netns>)."""
+    out = []
+    if not os.path.isdir(CGROUP_ROOT):
+        return out
+    for hierarchy in os.listdir(CGROUP_ROOT):
+        base = os.path.join(CGROUP_ROOT, hierarchy)
+        try:
+            out += [os.path.join(base, d) for d in os.listdir(base)
+                    if d.startswith(prefix) and os.path.isdir(os.path.join(base, d))]
+        except OSError:
+            pass
+    return out
+
+
+def kill_in_cgroups(prefix: str) -> list[int]:
+    """Stops (by PID) every process in the cgroups named with `prefix`: the containers of real nodes."""
+    pids = set()
+    for top in _cgroup_dirs(prefix):
+        for root, _dirs, files in os.walk(top):
+            if "cgroup.procs" in files:
+                try:
+                    with open(os.path.join(root, "cgroup.procs"), encoding="utf-8") as f:
+                        pids.update(int(p) for p in f.read().split())
+                except OSError:
+                    pass
+    _kill(sorted(pids))
+    return sorted(pids)
+
+
+def remove_cgroups(prefix: str) -> list[str]:
+    """rmdir, deepest first, of the cgroups named with `prefix` (empty once their processes are gone)."""
+    removed = []
+    for top in _cgroup_dirs(prefix):
+        for root, _dirs, _files in sorted(os.walk(top), key=lambda w: -len(w[0])):
+            for _ in range(20):
+                try:
+                    os.rmdir(root)
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:  # EBUSY while the last task exits
+                    time.sleep(0.05)
+        if not os.path.isdir(top):
+            removed.append(top)
+    return removed
+
+
+def _mounts_under(directory: str) -> list[str]:
+    base = os.path.realpath(directory).rstrip("/") + "/"
+    out = []
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8") as f:
+            for line in f:
+                mp = line.split()[4].replace("\\040", " ")
+                if mp.startswith(base):
+                    out.append(mp)
+    except OSError:
+        pass
+    return out
+
+
+def unmount_under(directory: str) -> list[str]:
+    """Detaches every mount below `directory`, deepest first: overlay rootfs, shm, pod netns, volumes."""
+    import ctypes  # pylint: disable=import-outside-toplevel
+    libc = ctypes.CDLL(None, use_errno=True)
+    done = []
+    for _ in range(3):  # a mount may hide another one below it
+        mounts = _mounts_under(directory)
+        if not mounts:
+            break
+        for mp in sorted(mounts, key=len, reverse=True):
+            if libc.umount2(mp.encode(), 2) == 0:  # MNT_DETACH
+                done.append(mp)
+    return done
+
+
+def remove_cni_cache(prefix: str) -> list[str]:
+    """CNI results libcni caches for networks named with `prefix` (a real node's network is its netns name)."""
+    removed = []
+    if os.path.isdir(CNI_CACHE):
+        for entry in os.listdir(CNI_CACHE):
+            if entry.startswith(prefix):
+                try:
+                    os.unlink(os.path.join(CNI_CACHE, entry))
+                    removed.append(entry)
+                except OSError:
+                    pass
+    return removed
+
+
+def remove_pod_logs(uids: list[str]) -> list[str]:
+    """The kubelet's pod log directories (/var/log/pods/<ns>_<pod>_<uid>) of these pods and the
+    /var/log/containers links into them (their paths are fixed in kubelet 1.20)."""
+    removed = []
+    wanted = {f"_{u}" for u in uids}
+    if os.path.isdir(POD_LOGS):
+        for entry in os.listdir(POD_LOGS):
+            if any(entry.endswith(w) for w in wanted):
+                shutil.rmtree(os.path.join(POD_LOGS, entry), ignore_errors=True)
+                removed.append(entry)
+    if os.path.isdir(CONTAINER_LOGS):
+        for entry in os.listdir(CONTAINER_LOGS):
+            path = os.path.join(CONTAINER_LOGS, entry)
+            target = os.readlink(path) if os.path.islink(path) else ""
+            if target.startswith(POD_LOGS + "/") and target[len(POD_LOGS) + 1:].split("/", 1)[0] in removed:
+                os.unlink(path)
+    return removed
+
+
+def real_node_residue(prefix: str, directory: str | None) -> dict:
+    """After the lab's processes are stopped: containers left in its cgroups, mounts under its directories,
+    the cgroups, CNI caches, and its image store under DISK_ROOT."""
+    disk = os.path.join(DISK_ROOT, prefix)
+    removed = {"processes": kill_in_cgroups(prefix), "mounts": [], "cgroups": [], "cni": []}
+    for d in filter(None, (directory, disk if len(prefix) > len(names.PREFIX) else None)):
+        removed["mounts"] += unmount_under(d)
+    removed["cgroups"] = remove_cgroups(prefix)
+    removed["cni"] = remove_cni_cache(prefix)
+    if len(prefix) > len(names.PREFIX) and os.path.isdir(disk):
+        shutil.rmtree(disk, ignore_errors=True)
+    elif prefix == names.PREFIX and os.path.isdir(DISK_ROOT):  # every lab (clean --all)
+        for d in os.listdir(DISK_ROOT):
+            if d.startswith(prefix):
+                unmount_under(os.path.join(DISK_ROOT, d))
+                shutil.rmtree(os.path.join(DISK_ROOT, d), ignore_errors=True)
+    return removed

@@ -11,9 +11,11 @@ from __future__ import annotations
 import os
 import time
 
-from tests.lab import cleanup, names, netns, switch
+from tests.lab import cleanup, names, netns, owner, switch
 from tests.lab.apiserver import ApiServer
+from tests.lab.controlplane import ControlPlane
 from tests.lab.kube import LabKube
+from tests.lab.realnode import RealNodes
 from tests.lab.topology import NodePlan, PodPlan, plan_cluster
 from tests.lab.wan import LabWan
 
@@ -23,7 +25,7 @@ class LabCluster:
                  gateways: int = 1, wan: LabWan | None = None, lab_id: str | None = None,
                  underlay_cidr: str = "172.30.0.0/24", service_cidr: str = "10.96.0.0/12",
                  external_cidr: str = "10.70.0.0/16", internal_cidr: str = "10.80.0.0/16",
-                 workdir: str | None = None, controller_manager: bool = False):
+                 workdir: str | None = None, controller_manager: bool = False, real_nodes: bool = False):
         if not name.isalnum() or len(name) > 6:
             raise ValueError(f"name: {name!r} must be alphanumeric, at most 6 characters (it is part of netns names)")
         self.name = name
@@ -37,9 +39,15 @@ class LabCluster:
         self.wan = wan
         self._owns_dir = workdir is None
         self.workdir = workdir or cleanup.state_dir(self.lab_id)
+        # real_nodes: kubelets run the pods (tests.lab.realnode); no netns pods of the light lab
+        self.real = RealNodes(self) if real_nodes else None
         self.nodes: list[NodePlan] = plan_cluster(self.prefix, name, pod_cidr, underlay_cidr, nodes,
-                                                  pods_per_node, gateways if wan else 0)
-        self.apiserver = ApiServer(name, os.path.join(self.workdir, name), service_cidr, controller_manager)
+                                                  0 if real_nodes else pods_per_node, gateways if wan else 0)
+        if real_nodes:
+            self.apiserver = ControlPlane(name, os.path.join(self.workdir, name), service_cidr,
+                                          netns=self.real.cp_netns, address=self.control_plane_ip, pod_cidr=pod_cidr)
+        else:
+            self.apiserver = ApiServer(name, os.path.join(self.workdir, name), service_cidr, controller_manager)
         self.cluster_id = ""
         self.timings: dict[str, float] = {}
         self._kube: LabKube | None = None
@@ -58,6 +66,12 @@ class LabCluster:
     def underlay_router(self) -> str:
         import ipaddress  # pylint: disable=import-outside-toplevel
         return str(ipaddress.ip_network(self.underlay_cidr).network_address + 1)
+
+    @property
+    def control_plane_ip(self) -> str:
+        """Real-node clusters: the apiserver's address on the underlay (its last host address)."""
+        import ipaddress  # pylint: disable=import-outside-toplevel
+        return str(ipaddress.ip_network(self.underlay_cidr).broadcast_address - 1)
 
     @property
     def gateway_nodes(self) -> list[NodePlan]:
@@ -82,12 +96,16 @@ class LabCluster:
     # -- lifecycle ---------------------------------------------------------------------------------
     def up(self) -> "LabCluster":
         os.makedirs(self.workdir, mode=0o700, exist_ok=True)
+        if self._owns_dir:  # on its own: record who owns it, so `make lab-clean` spares it while that runs
+            owner.claim(self.workdir, self.lab_id, self.prefix)
         self.start_apiserver()
         self.build_dataplane()
         self.register()
         return self
 
     def start_apiserver(self) -> None:
+        if self.real:  # the control plane lives on the underlay: switch and its netns first
+            self.real.underlay_up()
         self.apiserver.start()
         self.timings["apiserver_start"] = self.apiserver.start_seconds
 
@@ -97,8 +115,9 @@ class LabCluster:
             self.wan.up()
             for node in self.gateway_nodes:
                 node.wan_ip = self.wan.allocate()
-        netns.create_netns(self.all_netns())
-        netns.ip_batch(switch.up_commands() + [c for n in self.nodes for c in switch.attach_commands(n.netns, "eth0")],
+        netns.create_netns([n for n in self.all_netns() if not (self.real and n == self.switch_netns)])
+        netns.ip_batch(([] if self.real else switch.up_commands())
+                       + [c for n in self.nodes for c in switch.attach_commands(n.netns, "eth0")],
                        netns=self.switch_netns)
         if self.wan:
             netns.ip_batch([c for n in self.gateway_nodes for c in self.wan.attach_commands(n.netns)],
@@ -115,13 +134,18 @@ class LabCluster:
     def register(self) -> None:
         t0 = time.monotonic()
         self.cluster_id = self.kube.ensure_cluster_id()
-        self.kube.register_nodes(self.nodes)
-        self.kube.register_pods(self.nodes)
+        if self.real:  # kubelets register their Nodes; pods are scheduled and run for real
+            self.real.start(self.nodes)
+        else:
+            self.kube.register_nodes(self.nodes)
+            self.kube.register_pods(self.nodes)
         self.timings["register"] = time.monotonic() - t0
 
     def down(self) -> dict:
         t0 = time.monotonic()
         if self._kube:
+            if self.real:
+                self.real.down()  # kubelets, containers, containerds, kube-proxies, their residue
             self._kube.close()
             self._kube = None
         self.apiserver.stop()
@@ -142,6 +166,7 @@ class LabCluster:
         pods, registered in the apiserver."""
         import ipaddress  # pylint: disable=import-outside-toplevel
         i = max(n.index for n in self.nodes) + 1
+        pods = 0 if self.real else pods
         plan = plan_cluster(self.prefix, self.name, self.pod_cidr, self.underlay_cidr, i + 1, pods, 0)[i]
         self.nodes.append(plan)
         netns.create_netns([plan.netns] + [p.netns for p in plan.pods])
@@ -154,8 +179,11 @@ class LabCluster:
                 netns.ip_batch([f"route add {plan.pod_cidr} via {plan.underlay_ip} dev eth0"], netns=other.netns)
         for pod in plan.pods:
             self._configure_pod(pod, plan)
-        self.kube.register_nodes([plan])
-        self.kube.register_pods([plan])
+        if self.real:  # its kubelet joins (returns once the Node is Ready)
+            self.real.start([plan])
+        else:
+            self.kube.register_nodes([plan])
+            self.kube.register_pods([plan])
         assert ipaddress.ip_network(plan.pod_cidr).subnet_of(ipaddress.ip_network(self.pod_cidr))
         if self.on_change:
             self.on_change()
@@ -165,6 +193,11 @@ class LabCluster:
         plan = self.node(name)
         for pod in list(plan.pods):
             self.remove_pod(pod.name)
+        if self.real:  # its kubelet and containers stop; the Node and its pods leave the API
+            self.real.stop_node(name)
+            self.real.pod_routes([plan], "del")
+            for pod in self.kube.core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={name}").items:
+                self.kube.core.delete_namespaced_pod(pod.metadata.name, pod.metadata.namespace, grace_period_seconds=0)
         self.kube.delete_node(name)
         for other in self.nodes:
             if other is not plan:
@@ -196,9 +229,10 @@ class LabCluster:
 
     def _configure_node(self, node: NodePlan) -> None:
         plen = self.underlay_cidr.split("/")[1]
-        cmds = ["link set lo up", f"addr add {node.underlay_ip}/{plen} dev eth0", "link set eth0 up",
-                "link add cni0 type bridge", f"addr add {node.bridge_ip}/{node.pod_cidr.split('/')[1]} dev cni0",
-                "link set cni0 up"]
+        cmds = ["link set lo up", f"addr add {node.underlay_ip}/{plen} dev eth0", "link set eth0 up"]
+        if not self.real:  # real nodes: the CNI bridge plugin makes its own bridge (kbr0) with the slice
+            cmds += ["link add cni0 type bridge", f"addr add {node.bridge_ip}/{node.pod_cidr.split('/')[1]} dev cni0",
+                     "link set cni0 up"]
         for pod in node.pods:
             cmds += [f"link set {pod.host_veth} master cni0", f"link set {pod.host_veth} up"]
         for other in self.nodes:  # host-gw: other nodes' pod slices via their underlay address

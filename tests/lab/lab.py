@@ -8,7 +8,7 @@ import time
 
 import yaml
 
-from tests.lab import cleanup, names
+from tests.lab import cleanup, names, owner
 from tests.lab.cluster import LabCluster
 from tests.lab.wan import LabWan
 
@@ -20,7 +20,8 @@ class Lab:
     underlay (172.30.<i>.0/24); all gateway nodes share the WAN 192.168.254.0/24."""
 
     def __init__(self, clusters: list[dict], wan_cidr: str = "192.168.254.0/24", lab_id: str | None = None,
-                 **defaults):
+                 owner_pid: int | None = None, **defaults):
+        self.owner_pid = owner_pid  # who owns the lab (`make lab-clean` spares it while it runs): default this process
         self.lab_id = lab_id or names.new_lab_id()
         if not (len(self.lab_id) == 4 and all(c in "0123456789abcdef" for c in self.lab_id)):
             raise ValueError(f"lab_id: {self.lab_id!r} must be 4 lowercase hex digits")
@@ -35,12 +36,14 @@ class Lab:
             self.clusters[kw["name"]].on_change = self._changed
         self.inventory_path = os.path.join(self.workdir, "inventory.yml")
         self.timings: dict[str, float] = {}
+        self.owner: dict | None = None
 
     def __getitem__(self, name: str) -> LabCluster:
         return self.clusters[name]
 
     def up(self) -> "Lab":
         os.makedirs(self.workdir, mode=0o700, exist_ok=True)
+        self.owner = owner.record(self.owner_pid)
         self._write_state()  # first, so a crash during up() is still cleanable by `make lab-clean`
         try:
             t0 = time.monotonic()
@@ -96,7 +99,7 @@ class Lab:
 
     def _write_state(self) -> None:
         state = {
-            "lab_id": self.lab_id, "prefix": self.prefix, "workdir": self.workdir,
+            "lab_id": self.lab_id, "prefix": self.prefix, "workdir": self.workdir, "owner": self.owner,
             "pids": [p for c in self.clusters.values() for p in c.apiserver.pids.values()],
             "clusters": {n: {"kubeconfig": c.kubeconfig, "cluster_id": c.cluster_id, "pod_cidr": c.pod_cidr,
                              "nodes": [{"name": nd.name, "netns": nd.netns, "ip": nd.underlay_ip,
