@@ -1,54 +1,42 @@
 # Copyright: (c) 2026, liqo.fabric developers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""A small JSON REST client for one cluster, and informers (list + watch) on top of it.
+"""The controller's view of one cluster, on the collection's REST client (module_utils.kube_rest: the same
+kubeconfig loading, exec credentials, proxies and errors as the modules), and informers (list + watch).
 
 Raw dicts, no model classes: list/watch of thousands of objects stays cheap. Credentials come from a
-kubeconfig (reloaded when the file changes: rotated tokens, an apiserver that came back elsewhere) or
-from the in-cluster service account (token re-read by the kubernetes library's refresh hook).
+kubeconfig (reloaded when the file changes: rotated tokens, an apiserver that came back elsewhere; exec
+plugins run again when their credential expires) or from the in-cluster service account.
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 import random
-import ssl
 import threading
-import urllib.parse
 from typing import Callable, Dict, Optional
 
-import urllib3
-from kubernetes import client as k8s_client
-from kubernetes import config as k8s_config
-
+from controller import ensure_collection_importable
 from controller.watchmap import Resource
+
+ensure_collection_importable()
+# pylint: disable=wrong-import-position
+from ansible_collections.liqo.fabric.plugins.module_utils.kube_rest import (  # noqa: E402
+    ApiError, Connection, KubeConfigError, Unreachable)
 
 log = logging.getLogger("controller.kube")
 
-
-class ApiError(Exception):
-    def __init__(self, status: int, reason: str, body: Optional[dict] = None):
-        super().__init__(f"{status} {reason}")
-        self.status = status
-        self.reason = reason
-        self.body = body or {}
-
-
-class Unreachable(ApiError):
-    """The apiserver could not be reached (status 0)."""
-
-    def __init__(self, reason: str):
-        super().__init__(0, reason)
+__all__ = ["ApiError", "ClusterAPI", "Informer", "KubeConfigError", "Unreachable", "obj_key", "strip"]
 
 
 class ClusterAPI:
+    """kube_rest.Connection of one cluster, swapped for a new one when the kubeconfig file changes."""
+
     def __init__(self, name: str, kubeconfig: Optional[str] = None, context: Optional[str] = None,
-                 timeout: float = 10.0, pool_size: int = 16):
+                 timeout: float = 10.0):
         self.name = name
         self.kubeconfig = os.path.abspath(kubeconfig) if kubeconfig else None
         self.context = context
         self.timeout = timeout
-        self.pool_size = pool_size
         self._lock = threading.Lock()
         self._mtime = None
         self.generation = 0  # bumped on each (re)load
@@ -56,30 +44,14 @@ class ClusterAPI:
 
     # ------------------------------------------------------------------ credentials
     def _load(self) -> None:
-        cfg = k8s_client.Configuration()
-        if self.kubeconfig:
-            mtime = os.stat(self.kubeconfig).st_mtime_ns
-            k8s_config.load_kube_config(config_file=self.kubeconfig, context=self.context, client_configuration=cfg,
-                                        persist_config=False)
-        else:
-            mtime = None
-            k8s_config.load_incluster_config(client_configuration=cfg)
-        kw = {"num_pools": 2, "maxsize": self.pool_size, "block": False, "retries": False}
-        if cfg.verify_ssl:
-            kw.update(cert_reqs=ssl.CERT_REQUIRED, ca_certs=cfg.ssl_ca_cert)
-        else:
-            kw.update(cert_reqs=ssl.CERT_NONE)
-        if cfg.cert_file:
-            kw.update(cert_file=cfg.cert_file, key_file=cfg.key_file)
-        if cfg.tls_server_name:
-            kw["server_hostname"] = cfg.tls_server_name
-        pool = urllib3.PoolManager(**kw)
+        mtime = os.stat(self.kubeconfig).st_mtime_ns if self.kubeconfig else None
+        conn = Connection.load(self.kubeconfig, self.context, timeout=self.timeout)
         with self._lock:
-            old = getattr(self, "pool", None)
-            self.cfg, self.pool, self.host, self._mtime = cfg, pool, cfg.host.rstrip("/"), mtime
+            old = getattr(self, "conn", None)
+            self.conn, self.host, self._mtime = conn, conn.url.rstrip("/"), mtime
             self.generation += 1
         if old is not None:
-            old.clear()
+            old.close()
 
     def maybe_reload(self) -> bool:
         """Reloads the kubeconfig if the file changed since it was read. True if it did."""
@@ -99,38 +71,14 @@ class ClusterAPI:
         log.info("kubeconfig reloaded", extra={"fields": {"cluster": self.name, "server": self.host}})
         return True
 
-    def _headers(self, content_type: Optional[str]) -> dict:
-        headers = {"Accept": "application/json", "User-Agent": "liqo-fabric-controller"}
-        auth = self.cfg.auth_settings().get("BearerToken")
-        if auth and auth.get("value"):
-            headers["Authorization"] = auth["value"]
-        if content_type:
-            headers["Content-Type"] = content_type
-        return headers
-
     # ------------------------------------------------------------------ requests
     def request(self, method: str, path: str, query: Optional[dict] = None, body=None,
-                content_type: str = "application/json", timeout: Optional[float] = None, stream: bool = False):
-        url = self.host + path
-        if query:
-            url += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
-        data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
-        t = self.timeout if timeout is None else timeout
-        try:
-            resp = self.pool.request(method, url, body=data, headers=self._headers(content_type if data else None),
-                                     timeout=urllib3.Timeout(connect=min(5.0, t), read=t),
-                                     preload_content=not stream, retries=False)
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise Unreachable(f"{type(exc).__name__}: {exc}") from exc
-        if stream:
-            if resp.status >= 400:
-                payload = resp.read()
-                resp.release_conn()
-                raise _error(resp.status, payload)
-            return resp
-        if resp.status >= 400:
-            raise _error(resp.status, resp.data)
-        return json.loads(resp.data) if resp.data else {}
+                content_type: str = "application/json", timeout: Optional[float] = None):
+        return self.conn.request(method, path, query, body, content_type, timeout=timeout)
+
+    def watch(self, path: str, query: dict, timeout: float):
+        """A kube_rest.Stream of watch events."""
+        return self.conn.stream(path, query, timeout=timeout)
 
     def get(self, res: Resource, namespace: Optional[str], name: str) -> Optional[dict]:
         try:
@@ -142,14 +90,6 @@ class ClusterAPI:
 
     def list(self, res: Resource, namespace: Optional[str] = None, **query) -> dict:
         return self.request("GET", res.path(namespace), query=query or None, timeout=max(self.timeout, 60))
-
-
-def _error(status: int, payload: bytes) -> ApiError:
-    try:
-        body = json.loads(payload)
-    except ValueError:
-        body = {"message": payload[:200].decode(errors="replace")}
-    return ApiError(status, body.get("reason") or body.get("message") or "error", body)
 
 
 def strip(obj: dict) -> dict:
@@ -258,26 +198,21 @@ class Informer(threading.Thread):
         query = {"watch": "1", "resourceVersion": self.rv, "allowWatchBookmarks": "true",
                  "timeoutSeconds": str(self.watch_timeout)}
         query.update({k: v for k, v in self.selectors.items() if v})
-        resp = self.api.request("GET", self.res.path(), query=query, stream=True, timeout=self.watch_timeout + 30)
-        self._resp = resp
+        stream = self.api.watch(self.res.path(), query, timeout=self.watch_timeout + 30)
+        self._resp = stream
         self.connected = True
-        buf = b""
         try:
-            for chunk in resp.stream(64 * 1024, decode_content=True):
+            for event in stream:
                 if self.stop_event.is_set():
                     return
-                buf += chunk
-                while b"\n" in buf:
-                    line, buf = buf.split(b"\n", 1)
-                    if line.strip():
-                        self._event(json.loads(line))
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
+                self._event(event)
+        except Unreachable:
             if self.stop_event.is_set():
                 return
-            raise Unreachable(f"watch stream broke: {exc}") from exc
+            raise
         finally:
             self._resp = None
-            resp.release_conn()
+            stream.close()
 
     def _event(self, ev: dict) -> None:
         etype, obj = ev.get("type"), ev.get("object") or {}
@@ -305,7 +240,4 @@ class Informer(threading.Thread):
     def close(self) -> None:
         resp = self._resp
         if resp is not None:
-            try:
-                resp.shutdown()
-            except Exception:  # pylint: disable=broad-except
-                pass
+            resp.close()

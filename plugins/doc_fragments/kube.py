@@ -10,9 +10,17 @@ class ModuleDocFragment:  # pylint: disable=too-few-public-methods
     DOCUMENTATION = r"""
 options:
   kubeconfig:
-    description: Path of the cluster's kubeconfig. Without it, the in-cluster service account is used.
+    description:
+      - Path of the cluster's kubeconfig (several joined by C(:) are merged as kubectl does).
+      - Every credential kubectl accepts works, C(exec) plugins and C(auth-provider) users need the Python library
+        C(kubernetes). An exec credential is kept until its C(expirationTimestamp) and fetched again after a 401.
+        C(proxy-url) (http), C(tls-server-name) and C(insecure-skip-tls-verify) are honoured.
+      - Without it, the first of C(K8S_AUTH_KUBECONFIG), C(K8S_AUTH_HOST) (with C(K8S_AUTH_API_KEY),
+        C(K8S_AUTH_SSL_CA_CERT), C(K8S_AUTH_CERT_FILE), C(K8S_AUTH_KEY_FILE), C(K8S_AUTH_USERNAME),
+        C(K8S_AUTH_PASSWORD)), the in-cluster service account, C(KUBECONFIG), C(~/.kube/config).
+      - C(K8S_AUTH_VERIFY_SSL=false) and C(K8S_AUTH_PROXY) apply beside a kubeconfig too.
     type: path
   context:
-    description: Kubeconfig context (default the current context).
+    description: Kubeconfig context (default C(K8S_AUTH_CONTEXT), then the kubeconfig's current context).
     type: str
 """

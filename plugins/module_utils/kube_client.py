@@ -1,30 +1,17 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, liqo.fabric developers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Kubernetes API access shared by the modules and the controller: clients, CRs of networking.liqo.io,
-conditions. Pure Python on top of the official `kubernetes` client (guarded import)."""
+"""Kubernetes API access shared by the modules and the controller: the fabric's verbs over kube_rest (one
+client for both), CRs of networking.liqo.io, conditions. Standard library and PyYAML only."""
 
 from __future__ import annotations
 
 import datetime
-import os
 import traceback
 
-from ansible_collections.liqo.fabric.plugins.module_utils.kube_rest import ApiError, Connection, KubeConfigError
+from ansible_collections.liqo.fabric.plugins.module_utils.kube_rest import ApiError, Connection, KubeConfigError, Unreachable
 
-# The modules need only kube_rest (standard library + PyYAML); the official client is optional.
-KUBERNETES_IMPORT_ERROR = None
-ApiException = ApiError  # one error type for callers, whichever client raised it
-k8s_client = k8s_config = None
-
-
-def _official():
-    global k8s_client, k8s_config  # pylint: disable=global-statement
-    if k8s_client is None:
-        from kubernetes import client as k8s_client  # pylint: disable=import-outside-toplevel,redefined-outer-name
-        from kubernetes import config as k8s_config  # pylint: disable=import-outside-toplevel,redefined-outer-name
-    return k8s_client, k8s_config
-
+ApiException = ApiError  # the name the API-side module_utils use
 
 # The argument spec matching doc fragment liqo.fabric.kube.
 KUBE_ARG_SPEC = {"kubeconfig": {"type": "path"}, "context": {"type": "str"}}
@@ -40,8 +27,6 @@ PLURALS = {
     "WgGatewayServerTemplate": "wggatewayservertemplates",
     "WgGatewayClientTemplate": "wggatewayclienttemplates",
 }
-CORE_PLURALS = {"Service": "services", "Deployment": "deployments", "ConfigMap": "configmaps", "Secret": "secrets",
-                "DaemonSet": "daemonsets", "ServiceAccount": "serviceaccounts"}
 REMOTE_CLUSTER_ID_LABEL = "liqo.io/remote-cluster-id"
 GATEWAY_RESOURCE_LABEL = "networking.liqo.io/gateway-resource"
 CLUSTER_ID_CONFIGMAP = "liqo-clusterid-configmap"
@@ -50,27 +35,6 @@ LIQO_NAMESPACE = "liqo"
 
 class KubeError(Exception):
     """A Kubernetes access problem, with a message meant for the user."""
-
-
-def api_client(kubeconfig=None, context=None):
-    """The official client's ApiClient from a kubeconfig file, or the in-cluster service account."""
-    try:
-        _official()
-    except ImportError:
-        raise KubeError("the Python library 'kubernetes' is required")
-    if kubeconfig:
-        path = os.path.expanduser(kubeconfig)
-        if not os.path.isfile(path):
-            raise KubeError("kubeconfig: '%s' does not exist or is not a file" % kubeconfig)
-        try:
-            return k8s_config.new_client_from_config(config_file=path, context=context)
-        except Exception as exc:  # the library raises many types for a broken file
-            raise KubeError("kubeconfig: '%s' cannot be used: %s" % (kubeconfig, exc))
-    try:
-        k8s_config.load_incluster_config()
-    except k8s_config.ConfigException as exc:
-        raise KubeError("kubeconfig: not given and not running in a cluster (%s)" % exc)
-    return k8s_client.ApiClient()
 
 
 # kind -> (API prefix, plural, namespaced)
@@ -88,27 +52,17 @@ KINDS.update({kind: ("/apis/%s/%s" % (GROUP, VERSION), plural, True) for kind, p
 
 class Kube:
     """The fabric's view of one cluster over the small REST client (kube_rest): the verbs the modules and
-    the controller need on the kinds they touch. `.core` / `.custom` give the official client's APIs for
-    callers that want them (imported only when used)."""
+    the controller need on the kinds they touch."""
 
     def __init__(self, kubeconfig=None, context=None):
         self.kubeconfig, self.context = kubeconfig, context
         try:
-            if kubeconfig:
-                path = os.path.expanduser(kubeconfig)
-                if not os.path.isfile(path):
-                    raise KubeError("kubeconfig: '%s' does not exist or is not a file" % kubeconfig)
-                self.conn = Connection.from_kubeconfig(path, context)
-            else:
-                self.conn = Connection.in_cluster()
+            self.conn = Connection.load(kubeconfig, context)
         except KubeConfigError as exc:
             raise KubeError(str(exc))
-        self._official = None
 
     def close(self):
         self.conn.close()
-        if self._official is not None:
-            self._official.close()
 
     # --- paths and verbs ------------------------------------------------------------------------
     @staticmethod
@@ -182,27 +136,24 @@ class Kube:
         query = [("fieldManager", field_manager), ("force", "true")] + ([("dryRun", "All")] if dry_run else [])
         return self.request("PATCH", path, query, obj, content_type="application/apply-patch+yaml")
 
-    def cluster_id(self):
+    def where(self):
+        """Which kubeconfig and context this client uses, for messages."""
+        return self.conn.config.where()
+
+    def cluster_identity(self):
+        """(CLUSTER_ID, CLUSTER_NAME) of ConfigMap liqo/liqo-clusterid-configmap (the name defaults to the id)."""
         cm = self.get("ConfigMap", LIQO_NAMESPACE, CLUSTER_ID_CONFIGMAP)
         if cm is None:
-            raise KubeError("cluster identity: ConfigMap %s/%s not found" % (LIQO_NAMESPACE, CLUSTER_ID_CONFIGMAP))
-        cid = (cm.get("data") or {}).get("CLUSTER_ID")
-        if not cid:
-            raise KubeError("cluster identity: ConfigMap %s/%s has no CLUSTER_ID" % (LIQO_NAMESPACE, CLUSTER_ID_CONFIGMAP))
-        return cid
+            raise KubeError("cluster identity: ConfigMap %s/%s not found in the cluster of %s (run liqo.fabric.install)"
+                            % (LIQO_NAMESPACE, CLUSTER_ID_CONFIGMAP, self.where()))
+        data = cm.get("data") or {}
+        if not data.get("CLUSTER_ID"):
+            raise KubeError("cluster identity: ConfigMap %s/%s in the cluster of %s has no CLUSTER_ID"
+                            % (LIQO_NAMESPACE, CLUSTER_ID_CONFIGMAP, self.where()))
+        return data["CLUSTER_ID"], data.get("CLUSTER_NAME") or data["CLUSTER_ID"]
 
-    # --- the official client, for callers that want it ------------------------------------------
-    @property
-    def core(self):
-        if self._official is None:
-            self._official = api_client(self.kubeconfig, self.context)
-        return k8s_client.CoreV1Api(self._official)
-
-    @property
-    def custom(self):
-        if self._official is None:
-            self._official = api_client(self.kubeconfig, self.context)
-        return k8s_client.CustomObjectsApi(self._official)
+    def cluster_id(self):
+        return self.cluster_identity()[0]
 
 
 def with_kube(module, work, user_errors=()):
@@ -214,7 +165,7 @@ def with_kube(module, work, user_errors=()):
             return work(kube)
         finally:
             kube.close()
-    except (KubeError,) + tuple(user_errors) as exc:
+    except (KubeError, Unreachable) + tuple(user_errors) as exc:
         module.fail_json(msg=str(exc))
     except ApiError as exc:
         module.fail_json(msg="Kubernetes API error: %s" % exc, exception=traceback.format_exc())

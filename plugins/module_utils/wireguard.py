@@ -75,36 +75,6 @@ def _clamp(raw):
     return bytes(k)
 
 
-_P = 2 ** 255 - 19
-_A24 = 121665
-
-
-def _x25519_base_pure(scalar_bytes):
-    """X25519(k, 9) by the RFC 7748 Montgomery ladder. Fallback when `cryptography` is missing; not
-    constant time, so it is only used to derive public keys when the library is absent."""
-    k = int.from_bytes(_clamp(scalar_bytes), "little")
-    x1 = 9
-    x2, z2, x3, z3 = 1, 0, x1, 1
-    swap = 0
-    for t in range(254, -1, -1):
-        bit = (k >> t) & 1
-        if swap ^ bit:
-            x2, x3, z2, z3 = x3, x2, z3, z2
-        swap = bit
-        a, b = x2 + z2, x2 - z2
-        c, d = x3 + z3, x3 - z3
-        aa, bb = a * a % _P, b * b % _P
-        e = (aa - bb) % _P
-        da, cb = d * a % _P, c * b % _P
-        x3 = (da + cb) ** 2 % _P
-        z3 = x1 * (da - cb) ** 2 % _P
-        x2 = aa * bb % _P
-        z2 = e * (aa + _A24 * e) % _P
-    if swap:
-        x2, z2 = x3, z3
-    return (x2 * pow(z2, _P - 2, _P) % _P).to_bytes(32, "little")
-
-
 def encode_key(raw):
     return base64.b64encode(raw).decode("ascii")
 
@@ -140,11 +110,17 @@ def decode_key(value, field, secret=False):
     return raw
 
 
+def _require_cryptography():
+    # X25519 only through `cryptography` (constant time); a host without it gets this, not a slower, leakier fallback
+    if not HAS_CRYPTOGRAPHY:
+        raise WireGuardError("WireGuard keys need the Python library 'cryptography' on this host (python3-cryptography "
+                             "or pip install cryptography)")
+
+
 def public_key_bytes(private_raw):
-    if HAS_CRYPTOGRAPHY:
-        pub = X25519PrivateKey.from_private_bytes(private_raw).public_key()
-        return pub.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-    return _x25519_base_pure(private_raw)
+    _require_cryptography()
+    pub = X25519PrivateKey.from_private_bytes(private_raw).public_key()
+    return pub.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
 
 
 def public_key(private_key_b64):
@@ -154,11 +130,9 @@ def public_key(private_key_b64):
 
 def generate_private_key():
     """A new private key, base64, clamped like `wg genkey` output."""
-    if HAS_CRYPTOGRAPHY:
-        raw = X25519PrivateKey.generate().private_bytes(
-            serialization.Encoding.Raw, serialization.PrivateFormat.Raw, serialization.NoEncryption())
-    else:
-        raw = os.urandom(KEY_LEN)
+    _require_cryptography()
+    raw = X25519PrivateKey.generate().private_bytes(
+        serialization.Encoding.Raw, serialization.PrivateFormat.Raw, serialization.NoEncryption())
     return encode_key(_clamp(raw))
 
 

@@ -9,7 +9,8 @@ module: cluster_info
 short_description: Read a cluster's identity and fabric network configuration
 version_added: 0.1.0
 description:
-  - Returns the cluster id (ConfigMap C(liqo/liqo-clusterid-configmap), key C(CLUSTER_ID)) and the network
+  - Returns the cluster id and name (ConfigMap C(liqo/liqo-clusterid-configmap), keys C(CLUSTER_ID) and
+    C(CLUSTER_NAME), written by M(liqo.fabric.cluster_identity)) and the network
     configuration C(liqo.fabric.install) wrote (ConfigMap C(liqo/liqo-fabric-network)) in one call.
   - Fails with a message naming what is missing.
 author: liqo.fabric developers (@liqo-fabric)
@@ -42,6 +43,10 @@ cluster_id:
   description: The cluster id.
   returned: success
   type: str
+cluster_name:
+  description: The cluster's friendly name (its id when the ConfigMap has no C(CLUSTER_NAME)).
+  returned: success
+  type: str
 network:
   description: podCIDR, serviceCIDR, externalCIDR, internalCIDR and reserved (comma separated), as configured.
   returned: success
@@ -64,13 +69,13 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    cluster_id, cm = with_kube(
-        module, lambda kube: (kube.cluster_id(), kube.get("ConfigMap", LIQO_NAMESPACE, NETWORK_CONFIGMAP)))
+    (cluster_id, cluster_name), cm, where = with_kube(
+        module, lambda kube: (kube.cluster_identity(), kube.get("ConfigMap", LIQO_NAMESPACE, NETWORK_CONFIGMAP), kube.where()))
     network = (cm or {}).get("data") or {}
     if p["require_network"] and not network.get("podCIDR"):
         module.fail_json(msg="network configuration: ConfigMap %s/%s is missing or has no podCIDR in the cluster of "
-                             "kubeconfig %s (run liqo.fabric.install)" % (LIQO_NAMESPACE, NETWORK_CONFIGMAP, p["kubeconfig"]))
-    module.exit_json(changed=False, cluster_id=cluster_id, network=network)
+                             "%s (run liqo.fabric.install)" % (LIQO_NAMESPACE, NETWORK_CONFIGMAP, where))
+    module.exit_json(changed=False, cluster_id=cluster_id, cluster_name=cluster_name, network=network)
 
 
 if __name__ == "__main__":

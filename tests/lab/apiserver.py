@@ -137,7 +137,7 @@ class ApiServer:
             "--etcd-servers", f"http://127.0.0.1:{etcd_port}",
             "--bind-address", "127.0.0.1", "--secure-port", str(self.port),
             "--tls-cert-file", pki["apiserver.crt"], "--tls-private-key-file", pki["apiserver.key"],
-            "--cert-dir", self.workdir, "--token-auth-file", tokens, "--authorization-mode", "RBAC",
+            "--cert-dir", self.workdir, "--token-auth-file", tokens, "--client-ca-file", pki["ca.crt"], "--authorization-mode", "RBAC",
             "--service-account-issuer", "https://kubernetes.default.svc",
             "--service-account-key-file", pki["sa.key"], "--service-account-signing-key-file", pki["sa.key"],
             "--service-cluster-ip-range", self.service_cidr,

@@ -23,7 +23,8 @@ def _pem_key(key) -> bytes:
 
 
 def make_pki(directory: str, common_name: str) -> dict:
-    """Writes ca.crt, apiserver.crt/.key and sa.key into `directory` (0600) and returns their paths."""
+    """Writes ca.crt/.key, apiserver.crt/.key and sa.key into `directory` (0600) and returns their paths (the CA
+    key signs client certificates: tests.lab.credentials)."""
     now = datetime.datetime.now(datetime.timezone.utc)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{common_name}-ca")])
@@ -43,8 +44,10 @@ def make_pki(directory: str, common_name: str) -> dict:
            .sign(ca_key, hashes.SHA256()))
     # The service-account signer must be RSA for a 1.20 apiserver.
     sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    paths = {name: os.path.join(directory, name) for name in ("ca.crt", "apiserver.crt", "apiserver.key", "sa.key")}
+    paths = {name: os.path.join(directory, name) for name in ("ca.crt", "ca.key", "apiserver.crt", "apiserver.key",
+                                                                 "sa.key")}
     _write(paths["ca.crt"], ca.public_bytes(serialization.Encoding.PEM))
+    _write(paths["ca.key"], _pem_key(ca_key))
     _write(paths["apiserver.crt"], srv.public_bytes(serialization.Encoding.PEM))
     _write(paths["apiserver.key"], _pem_key(srv_key))
     _write(paths["sa.key"], sa_key.private_bytes(serialization.Encoding.PEM,

@@ -18,17 +18,19 @@ RFC_PRIV = bytes.fromhex("77076d0a7318a57d3c16c17251b26645df4c2f87ebc0992ab177fb
 RFC_PUB = bytes.fromhex("8520f0098930a754748b7ddcb43ef75a0dbf3a0d26381af4eba4a98eaa9b4e6a")
 
 
-def test_rfc7748_vector_both_implementations():
-    assert wg._x25519_base_pure(RFC_PRIV) == RFC_PUB
+def test_rfc7748_vector():
     assert wg.public_key_bytes(RFC_PRIV) == RFC_PUB
     assert wg.public_key(base64.b64encode(RFC_PRIV).decode()) == base64.b64encode(RFC_PUB).decode()
 
 
-@settings(max_examples=40, deadline=None)
-@given(st.binary(min_size=32, max_size=32))
-def test_pure_fallback_matches_cryptography(raw):
-    assert wg.HAS_CRYPTOGRAPHY, "cryptography is a test dependency"
-    assert wg._x25519_base_pure(raw) == wg.public_key_bytes(raw)
+def test_no_pure_python_fallback(monkeypatch):
+    """Without cryptography, keys fail with a message naming the library (no non-constant-time fallback)."""
+    assert not hasattr(wg, "_x25519_base_pure")
+    monkeypatch.setattr(wg, "HAS_CRYPTOGRAPHY", False)
+    with pytest.raises(wg.WireGuardError, match="need the Python library 'cryptography'"):
+        wg.public_key_bytes(RFC_PRIV)
+    with pytest.raises(wg.WireGuardError, match="need the Python library 'cryptography'"):
+        wg.generate_private_key()
 
 
 @pytest.mark.skipif(shutil.which("wg") is None, reason="wireguard-tools (wg) not installed")

@@ -1,0 +1,124 @@
+"""Issue 19 acceptance against lab kube-apiservers: kubeconfigs as real clusters hand them out (a client
+certificate; an exec credential plugin) run `install` and `connect`; a cluster without Liqo's identity ConfigMap
+gets one from `install` (a UUID, never changed afterwards, and a friendly name); an unreachable apiserver and a
+missing or malformed kubeconfig fail with one message naming the URL, the kubeconfig and the context."""
+import json
+import os
+import shutil
+import socket
+import subprocess
+import uuid
+
+import pytest
+import yaml
+
+from tests.ansible_run import VENV_BIN, ansible_env
+from tests.conftest import require_root
+from tests.e2e import fabric
+from tests.e2e.fabric import get, kubectl, playbook
+from tests.lab import Lab
+from tests.lab.credentials import client_cert_kubeconfig, exec_kubeconfig
+
+pytestmark = [pytest.mark.e2e, pytest.mark.skipif(not shutil.which("kubectl"), reason="kubectl is not installed")]
+IDENTITY = ("configmap", "-n", "liqo", "liqo-clusterid-configmap")
+
+
+def identity(cluster):
+    return json.loads(kubectl(cluster, "get", *IDENTITY, "-o", "json"))["data"]
+
+
+@pytest.fixture(scope="module")
+def lab():
+    require_root()
+    with Lab([{"name": "a"}, {"name": "b"}], pod_cidr="10.243.0.0/16", nodes=1, pods_per_node=1) as lab_:
+        # cluster b stands for a cluster without Liqo: the identity ConfigMap the lab writes is removed before
+        # anything of the fabric runs, so only `install` can give it one
+        kubectl(lab_["b"], "delete", *IDENTITY)
+        yield lab_
+
+
+@pytest.fixture(scope="module")
+def kubeconfigs(lab):
+    """a: a client certificate (files beside the kubeconfig); b: an exec plugin. Neither holds a token."""
+    a, b = lab["a"], lab["b"]
+    cert = client_cert_kubeconfig(a.apiserver, os.path.join(a.apiserver.workdir, "cert.kubeconfig"))
+    exe, runs = exec_kubeconfig(b.apiserver, os.path.join(b.apiserver.workdir, "exec.kubeconfig"))
+    for path in (cert, exe):
+        user = yaml.safe_load(open(path, encoding="utf-8"))["users"][0]["user"]
+        assert "token" not in user and "tokenFile" not in user
+    return {"a": cert, "b": exe, "b_runs": runs}
+
+
+def test_install_gives_a_cluster_without_liqo_an_identity_once(lab, kubeconfigs):
+    a, b = lab["a"], lab["b"]
+    assert kubectl(b, "get", *IDENTITY, check=False) == ""
+    for cluster, kubeconfig in ((a, kubeconfigs["a"]), (b, kubeconfigs["b"])):
+        playbook("install", kubeconfig=kubeconfig, pod_cidr=cluster.pod_cidr, service_cidr=cluster.service_cidr,
+                 reserved=[cluster.underlay_cidr])
+    first = identity(b)
+    assert str(uuid.UUID(first["CLUSTER_ID"])) == first["CLUSTER_ID"]
+    assert first["CLUSTER_NAME"] == "b"  # the kubeconfig's name of the cluster
+    assert identity(a)["CLUSTER_ID"] == a.cluster_id  # an existing identity (the lab's, as Liqo's would be) is kept
+    assert identity(a)["CLUSTER_NAME"] == "a"
+    # again, and with another name: the id never changes, the name does
+    playbook("install", kubeconfig=kubeconfigs["b"], pod_cidr=b.pod_cidr, service_cidr=b.service_cidr,
+             reserved=[b.underlay_cidr], cluster_name="rome")
+    assert identity(b) == dict(first, CLUSTER_NAME="rome")
+    b.cluster_id = first["CLUSTER_ID"]
+
+
+def test_connect_with_a_client_certificate_and_an_exec_plugin(lab, kubeconfigs):
+    runs_before = _runs(kubeconfigs["b_runs"])
+    proc = playbook("connect", lab.inventory_path, kubeconfig=kubeconfigs["a"], remote_kubeconfig=kubeconfigs["b"],
+                    gateway_group="cluster_a_gateway", remote_gateway_group="cluster_b_gateway", wait=True,
+                    wait_timeout=30)
+    assert "INFO   (local) Connection is established" in proc.stdout
+    assert "INFO   (remote) Connection is established" in proc.stdout
+    for cluster in (lab["a"], lab["b"]):
+        conns = get(cluster, "connections")
+        assert [c["status"]["value"] for c in conns] == ["Connected"], conns
+    assert _runs(kubeconfigs["b_runs"]) > runs_before  # b was reached through the plugin's credential
+    # the tenant namespace on a is named after b's id, which install wrote
+    assert get(lab["a"], "connections")[0]["metadata"]["namespace"] == "liqo-tenant-" + lab["b"].cluster_id
+
+
+def _runs(path):
+    return len(open(path, encoding="utf-8").read().split()) if os.path.exists(path) else 0
+
+
+# --- errors (no lab needed) ----------------------------------------------------------------------
+def _cluster_info(kubeconfig):
+    proc = subprocess.run([os.path.join(VENV_BIN, "ansible"), "localhost", "-m", "liqo.fabric.cluster_info",
+                           "-a", json.dumps({"kubeconfig": kubeconfig})], capture_output=True, text=True, check=False,
+                          env=ansible_env({"ANSIBLE_LOCALHOST_WARNING": "false"}), timeout=120)
+    assert proc.returncode != 0, proc.stdout
+    return proc.stdout + proc.stderr
+
+
+def test_unreachable_apiserver_is_named_with_kubeconfig_and_context(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    path = tmp_path / "kc"
+    path.write_text(yaml.safe_dump({
+        "current-context": "prod", "clusters": [{"name": "c", "cluster": {"server": f"https://127.0.0.1:{port}"}}],
+        "contexts": [{"name": "prod", "context": {"cluster": "c", "user": "u"}}],
+        "users": [{"name": "u", "user": {"token": "x"}}]}))
+    out = _cluster_info(str(path))
+    assert (f"cannot reach the Kubernetes API at https://127.0.0.1:{port} (kubeconfig '{path}', context 'prod'): "
+            "Connection refused") in out
+    assert "Traceback" not in out
+
+
+@pytest.mark.parametrize("content,message", [
+    (None, "kubeconfig '{p}': no such file"),
+    ("clusters: [\n", "kubeconfig '{p}': not valid YAML"),
+    ("current-context: x\n", "kubeconfig '{p}', context 'x': no such context (contexts: none)"),
+])
+def test_missing_or_malformed_kubeconfig_gives_one_clear_error(tmp_path, content, message):
+    path = tmp_path / "kc"
+    if content is not None:
+        path.write_text(content)
+    out = _cluster_info(str(path))
+    assert message.format(p=path) in out
+    assert out.count("FAILED!") == 1 and "Traceback" not in out
