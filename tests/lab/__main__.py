@@ -20,7 +20,7 @@ def cmd_up(args) -> int:
     from tests.lab.lab import Lab  # pylint: disable=import-outside-toplevel
     specs = [{"name": n} for n in args.clusters.split(",")]
     lab = Lab(specs, pod_cidr=args.pod_cidr, nodes=args.nodes, pods_per_node=args.pods_per_node,
-              gateways=args.gateways, lab_id=args.id,
+              gateways=args.gateways, lab_id=args.id, real_nodes=args.real_nodes,
               owner_pid=args.owner_pid if args.owner_pid is not None else owner.invoking_pid()).up()
     print(f"lab {lab.lab_id} is up (apiservers {lab.timings['apiservers_start']:.1f} s, "
           f"rest {lab.timings['up_without_apiservers']:.1f} s)")
@@ -113,6 +113,9 @@ def main(argv=None) -> int:
     up.add_argument("--pods-per-node", type=int, default=2)
     up.add_argument("--gateways", type=int, default=1)
     up.add_argument("--id", help="lab id (4 hex digits; default: random)")
+    up.add_argument("--real-nodes", action="store_true",
+                    help="containerd, kubelet and kube-proxy on every node, scheduler and controller manager per "
+                         "cluster: pods run for real (tests.lab.realnode; docs/lab.md)")
     down = sub.add_parser("down")
     down.add_argument("lab_id", nargs="?")
     down.add_argument("--all", action="store_true")

@@ -191,11 +191,8 @@ def clean_all(everything: bool = False) -> list[dict]:
     return results
 
 
-# -- real-node labs (tests.lab.realnode): containers, mounts, cgroups, CNI caches, pod logs --------------------
+# -- real-node labs (tests.lab.realnode): containers, mounts, cgroups, CNI caches ----------------------------------------
 CGROUP_ROOT = "/sys/fs/cgroup"
-CNI_CACHE = "/var/lib/cni/results"
-POD_LOGS = "/var/log/pods"
-CONTAINER_LOGS = "/var/log/containers"
 DISK_ROOT = os.environ.get("LIQO_FABRIC_LAB_DISK", "/var/lib/liqo-fabric-lab")
 
 
@@ -308,48 +305,15 @@ def unmount_under(directory: str) -> list[str]:
     return done
 
 
-def remove_cni_cache(prefix: str) -> list[str]:
-    """CNI results libcni caches for networks named with `prefix` (a real node's network is its netns name)."""
-    removed = []
-    if os.path.isdir(CNI_CACHE):
-        for entry in os.listdir(CNI_CACHE):
-            if entry.startswith(prefix):
-                try:
-                    os.unlink(os.path.join(CNI_CACHE, entry))
-                    removed.append(entry)
-                except OSError:
-                    pass
-    return removed
-
-
-def remove_pod_logs(uids: list[str]) -> list[str]:
-    """The kubelet's pod log directories (/var/log/pods/<ns>_<pod>_<uid>) of these pods and the
-    /var/log/containers links into them (their paths are fixed in kubelet 1.20)."""
-    removed = []
-    wanted = {f"_{u}" for u in uids}
-    if os.path.isdir(POD_LOGS):
-        for entry in os.listdir(POD_LOGS):
-            if any(entry.endswith(w) for w in wanted):
-                shutil.rmtree(os.path.join(POD_LOGS, entry), ignore_errors=True)
-                removed.append(entry)
-    if os.path.isdir(CONTAINER_LOGS):
-        for entry in os.listdir(CONTAINER_LOGS):
-            path = os.path.join(CONTAINER_LOGS, entry)
-            target = os.readlink(path) if os.path.islink(path) else ""
-            if target.startswith(POD_LOGS + "/") and target[len(POD_LOGS) + 1:].split("/", 1)[0] in removed:
-                os.unlink(path)
-    return removed
-
-
 def real_node_residue(prefix: str, directory: str | None) -> dict:
-    """After the lab's processes are stopped: containers left in its cgroups, mounts under its directories,
-    the cgroups, CNI caches, and its image store under DISK_ROOT."""
+    """After the lab's processes are stopped: containers left in its cgroups, mounts under its directories
+    (each node's mount namespace file: with it go the mounts made inside), the cgroups, and its image store
+    under DISK_ROOT."""
     disk = os.path.join(DISK_ROOT, prefix)
-    removed = {"processes": kill_in_cgroups(prefix), "mounts": [], "cgroups": [], "cni": []}
+    removed = {"processes": kill_in_cgroups(prefix), "mounts": [], "cgroups": []}
     for d in filter(None, (directory, disk if len(prefix) > len(names.PREFIX) else None)):
         removed["mounts"] += unmount_under(d)
     removed["cgroups"] = remove_cgroups(prefix)
-    removed["cni"] = remove_cni_cache(prefix)
     if len(prefix) > len(names.PREFIX) and os.path.isdir(disk):
         shutil.rmtree(disk, ignore_errors=True)
     elif prefix == names.PREFIX and os.path.isdir(DISK_ROOT):  # every lab (clean --all)

@@ -143,9 +143,9 @@ class LabCluster:
 
     def down(self) -> dict:
         t0 = time.monotonic()
+        if self.real:
+            self.real.down()  # kubelets, containers, containerds, kube-proxies, their residue
         if self._kube:
-            if self.real:
-                self.real.down()  # kubelets, containers, containerds, kube-proxies, their residue
             self._kube.close()
             self._kube = None
         self.apiserver.stop()

@@ -100,7 +100,8 @@ class Lab:
     def _write_state(self) -> None:
         state = {
             "lab_id": self.lab_id, "prefix": self.prefix, "workdir": self.workdir, "owner": self.owner,
-            "pids": [p for c in self.clusters.values() for p in c.apiserver.pids.values()],
+            "pids": [p for c in self.clusters.values()
+                     for p in list(c.apiserver.pids.values()) + (c.real.pids() if c.real else [])],
             "clusters": {n: {"kubeconfig": c.kubeconfig, "cluster_id": c.cluster_id, "pod_cidr": c.pod_cidr,
                              "nodes": [{"name": nd.name, "netns": nd.netns, "ip": nd.underlay_ip,
                                         "gateway": nd.gateway, "wan_ip": nd.wan_ip,

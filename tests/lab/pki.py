@@ -22,7 +22,7 @@ def _pem_key(key) -> bytes:
                              serialization.NoEncryption())
 
 
-def make_pki(directory: str, common_name: str) -> dict:
+def make_pki(directory: str, common_name: str, extra_ips: tuple = ()) -> dict:
     """Writes ca.crt/.key, apiserver.crt/.key and sa.key into `directory` (0600) and returns their paths (the CA
     key signs client certificates: tests.lab.credentials)."""
     now = datetime.datetime.now(datetime.timezone.utc)
@@ -40,7 +40,9 @@ def make_pki(directory: str, common_name: str) -> dict:
            .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=30))
            .add_extension(x509.SubjectAlternativeName([
                x509.DNSName("localhost"), x509.DNSName("kubernetes.default.svc"),
-               x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+               x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+               # a real-node cluster's apiserver address on the underlay and the `kubernetes` ClusterIP
+               + [x509.IPAddress(ipaddress.ip_address(ip)) for ip in extra_ips]), critical=False)
            .sign(ca_key, hashes.SHA256()))
     # The service-account signer must be RSA for a 1.20 apiserver.
     sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)

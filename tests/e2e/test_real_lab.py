@@ -1,0 +1,267 @@
+"""Issue 15 acceptance: real-node lab clusters (kubelet, containerd, CNI, kube-proxy, scheduler, controller
+manager) run real pods. Two clusters a and b, both pod CIDR 10.243.0.0/16, 3 nodes each, one lab for the
+whole module (bringing it up costs ~1 min); the last test takes it down and checks that nothing is left."""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import subprocess
+import time
+
+import pytest
+import yaml
+
+from tests.conftest import require_root
+from tests.lab import Lab, cleanup, netns
+from tests.lab.images import fabric_image, tiny_image
+
+pytestmark = pytest.mark.skipif(not os.path.exists("/usr/bin/kubectl") and not os.environ.get("KUBECTL"),
+                                reason="kubectl is not installed (Debian package kubernetes-client)")
+KUBECTL = os.environ.get("KUBECTL", "kubectl")
+
+
+def kubectl(cluster, *args, check=True, input=None, timeout=60) -> subprocess.CompletedProcess:
+    proc = subprocess.run([KUBECTL, "--kubeconfig", cluster.kubeconfig, *args], input=input, capture_output=True,
+                          text=True, timeout=timeout, check=False)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"kubectl {' '.join(args)}: {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def wait_for(what, fn, timeout=90.0, interval=0.5):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = fn()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+def workloads() -> list[dict]:
+    tiny = tiny_image()
+    web_cmd = "echo hello from $(hostname) > /www/index.html; echo serving on 8080; exec httpd -f -p 8080 -h /www"
+    return [
+        {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+         "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
+                  "template": {"metadata": {"labels": {"app": "web"}}, "spec": {
+                      "terminationGracePeriodSeconds": 1,
+                      # one replica per node, so that some node has none ("from another node")
+                      "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                          {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}]}},
+                      "containers": [{"name": "web", "image": tiny, "imagePullPolicy": "Never",
+                                      "command": ["sh", "-c", web_cmd]}]}}}},
+        {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "probe"},
+         "spec": {"selector": {"matchLabels": {"app": "probe"}},
+                  "template": {"metadata": {"labels": {"app": "probe"}}, "spec": {
+                      "terminationGracePeriodSeconds": 1,
+                      "containers": [{"name": "probe", "image": tiny, "imagePullPolicy": "Never"}]}}}},
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
+         "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 8080}]}},
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web-np"},
+         "spec": {"type": "NodePort", "selector": {"app": "web"},
+                  "ports": [{"port": 80, "targetPort": 8080, "nodePort": 30080}]}},
+    ]
+
+
+def running_pods(cluster, app: str) -> list:
+    pods = cluster.kube.core.list_namespaced_pod("default", label_selector=f"app={app}").items
+    return [p for p in pods if p.status.phase == "Running" and p.metadata.deletion_timestamp is None
+            and all(cs.ready for cs in (p.status.container_statuses or [{}]))]
+
+
+def http_get_from(cluster, pod, address: str, port: int) -> str:
+    """An HTTP GET with busybox nc from inside a pod (busybox-static's wget cannot resolve even an IP)."""
+    return kubectl(cluster, "exec", pod.metadata.name, "--", "sh", "-c",
+                   f'printf "GET / HTTP/1.0\\r\\n\\r\\n" | nc -w 3 {address} {port}', check=False).stdout
+
+
+def residue(lab) -> dict:
+    """Everything of this lab that could outlive it, outside what it removes by name."""
+    def entries(path):
+        return sorted(os.listdir(path)) if os.path.isdir(path) else []
+    procs = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        cmd = cleanup._cmdline(int(pid))  # pylint: disable=protected-access
+        if lab.workdir in cmd or lab.prefix in cmd:
+            procs.append(cmd[:120])
+    with open("/proc/self/mountinfo", encoding="utf-8") as f:
+        mounts = [line.split()[4] for line in f if lab.prefix in line]
+    return {
+        "processes": sorted(procs), "mounts": sorted(mounts),
+        "netns": [n for n in netns.list_netns() if n.startswith(lab.prefix)],
+        "cgroups": sorted(g for g in glob.glob("/sys/fs/cgroup/*/*") if os.path.basename(g).startswith(lab.prefix)),
+        "shim_sockets": entries("/run/containerd/s"), "cni_cache": entries("/var/lib/cni/results"),
+        "pod_logs": entries("/var/log/pods"), "container_logs": entries("/var/log/containers"),
+        "dirs": [d for d in (lab.workdir, os.path.join(cleanup.DISK_ROOT, lab.prefix)) if os.path.exists(d)],
+    }
+
+
+BEFORE: dict = {}
+
+
+@pytest.fixture(scope="module")
+def real_lab():
+    require_root()
+    fabric_image()  # build (or find cached) before the clock of up() starts
+    lab = Lab([{"name": "a"}, {"name": "b"}], pod_cidr="10.243.0.0/16", nodes=3, real_nodes=True)
+    BEFORE.update(residue(lab))
+    BEFORE["pod_logs_host"] = sorted(os.listdir("/var/log/pods")) if os.path.isdir("/var/log/pods") else []
+    lab.up()
+    try:
+        manifest = yaml.safe_dump_all(workloads())
+        for c in lab.clusters.values():
+            kubectl(c, "apply", "-f", "-", input=manifest)
+        for c in lab.clusters.values():
+            wait_for(f"{c.name}: 2 web pods and 3 probe pods Running",
+                     lambda c=c: len(running_pods(c, "web")) == 2 and len(running_pods(c, "probe")) == 3)
+            wait_for(f"{c.name}: web endpoints", lambda c=c: c.kube.core.read_namespaced_endpoints(
+                "web", "default").subsets, timeout=30)
+        yield lab
+    finally:
+        lab.down()
+
+
+def test_nodes_registered_by_their_kubelets_and_ready(real_lab):
+    for c in real_lab.clusters.values():
+        nodes = {n.metadata.name: n for n in c.kube.core.list_node().items}
+        assert sorted(nodes) == sorted(p.name for p in c.nodes)
+        for plan in c.nodes:
+            node = nodes[plan.name]
+            assert node.status.node_info.kubelet_version == "v1.20.2"
+            assert node.status.node_info.container_runtime_version.startswith("containerd://1.6.")
+            assert [a.address for a in node.status.addresses if a.type == "InternalIP"] == [plan.underlay_ip]
+            assert [x.status for x in node.status.conditions if x.type == "Ready"] == ["True"]
+            assert node.spec.pod_cidr == plan.pod_cidr
+        out = kubectl(c, "get", "nodes", "-o", "wide").stdout
+        assert out.count(" Ready ") == 3 and out.count("containerd://1.6.") == 3, out
+    # the gateway node carries the gateway label from its kubelet
+    a = real_lab["a"]
+    labelled = a.kube.core.list_node(label_selector="liqo.io/gateway-host=true").items
+    assert [n.metadata.name for n in labelled] == [n.name for n in a.gateway_nodes]
+
+
+def test_deployment_and_daemonset_run_on_both_clusters_with_the_same_pod_cidr(real_lab):
+    for c in real_lab.clusters.values():
+        web = running_pods(c, "web")
+        assert len(web) == 2 and len({p.spec.node_name for p in web}) == 2
+        probes = running_pods(c, "probe")
+        assert sorted(p.spec.node_name for p in probes) == sorted(n.name for n in c.nodes)
+        for pod in web + probes:  # addressed from the node's slice of 10.243.0.0/16 by host-local
+            plan = c.node(pod.spec.node_name)
+            prefix = plan.pod_cidr.rsplit(".", 2)[0] + "."
+            assert pod.status.pod_ip.startswith(prefix), (pod.status.pod_ip, plan.pod_cidr)
+            assert pod.status.host_ip == plan.underlay_ip
+
+
+def test_pods_on_different_nodes_reach_each_other(real_lab):
+    c = real_lab["a"]
+    web = running_pods(c, "web")
+    for target in web:
+        client = next(p for p in running_pods(c, "probe") if p.spec.node_name != target.spec.node_name)
+        assert f"hello from {target.metadata.name}" in http_get_from(c, client, target.status.pod_ip, 8080)
+        assert kubectl(c, "exec", client.metadata.name, "--", "ping", "-c", "1", "-W", "2",
+                       target.status.pod_ip, check=False).returncode == 0
+
+
+def test_clusterip_and_nodeport_services_answer_from_another_node(real_lab):
+    c = real_lab["b"]
+    web = running_pods(c, "web")
+    web_nodes = {p.spec.node_name for p in web}
+    names = {p.metadata.name for p in web}
+    client = next(p for p in running_pods(c, "probe") if p.spec.node_name not in web_nodes)
+    cluster_ip = c.kube.core.read_namespaced_service("web", "default").spec.cluster_ip
+    assert any(f"hello from {n}" in http_get_from(c, client, cluster_ip, 80) for n in names)
+    # NodePort on a node that runs no web pod (kube-proxy forwards to another node), from a pod and from a node
+    bare = c.node(client.spec.node_name)
+    assert any(f"hello from {n}" in http_get_from(c, client, bare.underlay_ip, 30080) for n in names)
+    other = next(n for n in c.nodes if n.name != bare.name)
+    out = netns.run(["nsenter", f"--net=/run/netns/{other.netns}", "curl", "-s", "-m", "5",
+                     f"http://{bare.underlay_ip}:30080/"], check=False).stdout
+    assert any(f"hello from {n}" in out for n in names), out
+
+
+IN_CLUSTER = """
+import json, os, ssl, urllib.request, urllib.error
+d = "/var/run/secrets/kubernetes.io/serviceaccount"
+url = "https://%s:%s" % (os.environ["KUBERNETES_SERVICE_HOST"], os.environ["KUBERNETES_SERVICE_PORT"])
+ctx = ssl.create_default_context(cafile=d + "/ca.crt")
+token = open(d + "/token").read()
+def get(path):
+    req = urllib.request.Request(url + path, headers={"Authorization": "Bearer " + token})
+    try:
+        with urllib.request.urlopen(req, context=ctx, timeout=10) as r:
+            return r.status, sorted(i["metadata"]["name"] for i in json.load(r)["items"])
+    except urllib.error.HTTPError as e:
+        return e.code, None
+print(json.dumps({"nodes": get("/api/v1/nodes"), "secrets": get("/api/v1/namespaces/default/secrets")}))
+"""
+
+
+def test_in_cluster_config_with_a_role_bound_service_account(real_lab):
+    c = real_lab["a"]
+    objs = [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "node-reader"}},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "node-reader"},
+         "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "node-reader"},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "node-reader"},
+         "subjects": [{"kind": "ServiceAccount", "name": "node-reader", "namespace": "default"}]},
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "in-cluster"},
+         "spec": {"serviceAccountName": "node-reader", "restartPolicy": "Never",
+                  "containers": [{"name": "c", "image": fabric_image(), "imagePullPolicy": "Never",
+                                  "command": ["python3", "-c", IN_CLUSTER]}]}},
+    ]
+    # the token controller writes the ServiceAccount's token Secret asynchronously: retry the pod until admitted
+    kubectl(c, "apply", "-f", "-", input=yaml.safe_dump_all(objs[:3]))
+    wait_for("the pod admitted with its token", lambda: kubectl(
+        c, "apply", "-f", "-", input=yaml.safe_dump(objs[3]), check=False).returncode == 0, timeout=30)
+    wait_for("in-cluster pod Succeeded", lambda: c.kube.core.read_namespaced_pod(
+        "in-cluster", "default").status.phase in ("Succeeded", "Failed"), timeout=90)
+    out = kubectl(c, "logs", "in-cluster").stdout
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["nodes"] == [200, sorted(n.name for n in c.nodes)]
+    assert result["secrets"] == [403, None]
+
+
+def test_kubectl_logs_and_exec(real_lab):
+    c = real_lab["b"]
+    pod = running_pods(c, "web")[0]
+    assert "serving on 8080" in kubectl(c, "logs", pod.metadata.name).stdout
+    out = kubectl(c, "exec", pod.metadata.name, "--", "cat", "/www/index.html").stdout
+    assert out.strip() == f"hello from {pod.metadata.name}"
+    assert kubectl(c, "exec", pod.metadata.name, "--", "sh", "-c", "exit 3", check=False).returncode == 3
+
+
+def test_a_node_joins_and_leaves_at_run_time(real_lab):
+    c = real_lab["b"]
+    plan = c.add_node()
+    node = c.kube.core.read_node(plan.name)
+    assert [x.status for x in node.status.conditions if x.type == "Ready"] == ["True"]
+    assert node.spec.pod_cidr == plan.pod_cidr
+    probe = wait_for("a probe pod on the new node", lambda: [
+        p for p in running_pods(c, "probe") if p.spec.node_name == plan.name])[0]
+    # reachable from the other nodes' pods (host-gw routes added both ways)
+    client = next(p for p in running_pods(c, "web"))
+    assert kubectl(c, "exec", client.metadata.name, "--", "ping", "-c", "1", "-W", "2", probe.status.pod_ip,
+                   check=False).returncode == 0
+    c.remove_node(plan.name)
+    assert plan.name not in [n.metadata.name for n in c.kube.core.list_node().items]
+    wait_for("probe pods back to 3", lambda: len(running_pods(c, "probe")) == 3 and all(
+        p.spec.node_name != plan.name for p in c.kube.core.list_namespaced_pod("default").items))
+    assert plan.netns not in netns.list_netns()
+    assert not [g for g in glob.glob("/sys/fs/cgroup/*/*") if os.path.basename(g) == plan.netns]
+
+
+def test_zero_residue_after_down(real_lab):
+    """Last: takes the module's lab down and compares with what was there before it came up."""
+    assert residue(real_lab)["processes"]  # sanity: the snapshot sees the lab while it runs
+    real_lab.down()
+    after = residue(real_lab)
+    for key in ("processes", "mounts", "netns", "cgroups", "dirs"):
+        assert after[key] == [], (key, after[key])
+    for key in ("shim_sockets", "cni_cache", "container_logs"):
+        assert set(after[key]) <= set(BEFORE[key]), (key, sorted(set(after[key]) - set(BEFORE[key])))
+    assert set(after["pod_logs"]) <= set(BEFORE["pod_logs_host"])
