@@ -10,11 +10,15 @@ export ANSIBLE_HOME := $(CURDIR)/build/ansible-home
 export ANSIBLE_COLLECTIONS_PATH := $(COLL_ROOT)
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: all setup sysdeps venv kube collection demo test unit integration e2e molecule sanity bench lab-clean clean
+.PHONY: all setup sysdeps nodedeps venv kube image collection demo test unit integration e2e molecule sanity bench lab-clean clean
 
 all: test
 
-setup: sysdeps venv collection kube
+setup: sysdeps venv collection kube nodedeps image
+
+# containerd, runc, CNI plugins, iptables, conntrack, mmdebstrap: real-node labs and `make image`
+nodedeps:
+	@bash hack/install-node-deps.sh
 
 sysdeps:
 	@bash hack/install-system-deps.sh
@@ -39,6 +43,11 @@ venv: $(VENV)/.stamp $(VENV)/.ansiballz-cache
 collection:
 	@mkdir -p $(dir $(COLL_LINK)) $(ANSIBLE_HOME)
 	@test -L $(COLL_LINK) || ln -sfn $(CURDIR) $(COLL_LINK)
+
+# The project's images as OCI archives under ~/.cache/liqo-fabric/images, built without any registry and
+# cached by a digest of their inputs (deploy/image/build.sh prints their names and paths).
+image: venv nodedeps
+	@bash deploy/image/build.sh
 
 # Prints where kube-apiserver lives (built once and cached, or $$KUBE_APISERVER_BIN).
 kube:
