@@ -12,7 +12,8 @@ Per node (plan = tests.lab.topology.NodePlan), everything named after the node's
   CIDR, network name = the netns name; routes to the other nodes' slices are the lab's host-gw routes;
 - kube-proxy in iptables mode (Debian's iptables-nft; its rules die with the netns), masquerading all
   Service traffic so a pod reaches a Service backend on its own bridge;
-- the images of tests.lab.images imported into the node's containerd before the kubelet starts.
+- the images of tests.lab.images in the node's containerd before the kubelet starts (a hard-linked copy of a
+  cached containerd root holding them: tests.lab.imagestore).
 Nodes register themselves (the lab never writes a Node object: kubelet 1.20 panics on one without
 capacity); the lab then sets spec.podCIDR to the node's slice and waits until every node is Ready.
 """
@@ -27,7 +28,7 @@ import time
 
 import yaml
 
-from tests.lab import cleanup, netns, switch
+from tests.lab import cleanup, imagestore, netns, switch
 from tests.lab.apiserver import _stop_pid, _tail, kube_bin_dir
 from tests.lab.images import images
 from tests.lab.kube import GATEWAY_LABEL
@@ -171,6 +172,8 @@ state = "{self.dir}/containerd"
         bindir = kube_bin_dir()
         self._configure(img)
         self._mount_namespace()
+        t1 = time.monotonic()
+        seeded = imagestore.clone(imagestore.seed_root(img), os.path.join(self.disk, "root"))
         self._spawn("containerd", ["containerd", "--config", os.path.join(self.dir, "containerd.toml")])
         deadline = time.monotonic() + 30
         while self.ctr("version", check=False, timeout=10).returncode != 0:
@@ -178,8 +181,7 @@ state = "{self.dir}/containerd"
                 raise RealNodeError(f"{self.plan.name}: containerd did not start; log {self.dir}/containerd.log:\n"
                                     + _tail(os.path.join(self.dir, "containerd.log")))
             time.sleep(0.1)
-        t1 = time.monotonic()
-        for key in ("tiny", "fabric"):
+        for key in ("tiny", "fabric") if not seeded else ():
             self.ctr("images", "import", img[key]["archive"], timeout=300)
         self.timings["images"] = time.monotonic() - t1
         labels = f"{GATEWAY_LABEL}=true" if self.plan.gateway else ""
@@ -260,6 +262,7 @@ class RealNodes:
 
     def start(self, plans: list[NodePlan], timeout: float = 90) -> None:
         """Starts these nodes in parallel and returns once each is registered, has its podCIDR and is Ready."""
+        t0 = time.monotonic()
         self.pod_routes(plans)
         new = [RealNode(p, self.cluster_dir, self.cluster.prefix, self.cluster.pod_cidr,
                         self.cluster.apiserver.node_kubeconfig) for p in plans]
@@ -268,7 +271,10 @@ class RealNodes:
         with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(new))) as pool:
             for fut in [pool.submit(n.start) for n in new]:
                 fut.result()
+        self.cluster.timings["nodes_started"] = time.monotonic() - t0
+        self.cluster.timings["images_import_max"] = max(n.timings.get("images", 0.0) for n in new)
         self._wait_ready(new, timeout)
+        self.cluster.timings["nodes_ready"] = time.monotonic() - t0
 
     def _wait_ready(self, new: list[RealNode], timeout: float) -> None:
         core = self.cluster.kube.core
