@@ -25,8 +25,13 @@ from typing import Callable, Optional
 import ansible_runner
 from ansible_runner.config.runner import RunnerConfig
 
+from controller import ensure_collection_importable
 from controller import warm as warm_mod
 from controller.warm_client import MARKER as WARM_MARKER
+
+ensure_collection_importable()
+# pylint: disable=wrong-import-position
+from ansible_collections.liqo.fabric.plugins.plugin_utils import speed_paths  # noqa: E402
 
 log = logging.getLogger("controller.runner")
 
@@ -125,7 +130,10 @@ class PlaybookRunner:
         os.makedirs(self.project_dir, mode=0o700, exist_ok=True)
         self.zygote: Optional[warm_mod.Zygote] = None
         self._cold_logged: set = set()
-        if warm:
+        off = speed_paths.off_reason() if warm else None
+        if off:  # the zygote patches ansible-core internals: only on the versions the suite runs
+            log.warning("warm runner off", extra={"fields": {"reason": speed_paths.warning(off)}})
+        elif warm:
             self._start_zygote()
 
     def _common_kwargs(self) -> dict:

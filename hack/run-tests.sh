@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs one group of the suite, or all of them: unit, integration, e2e, sanity, molecule.
+# Runs one group of the suite, or all of them: unit, integration, e2e, sanity, molecule
+# (e2e-plain: the e2e group with LIQO_FABRIC_SPEED_PATHS=off, not part of `all`).
 # Prints a summary line per group, the skips by reason (pytest), and exits non-zero if any group failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -23,6 +24,8 @@ pytest_group() {  # name, paths...
 }
 
 sanity() {
+  echo "=== changelog fragments (antsibull-changelog lint)"
+  antsibull-changelog lint && RESULT[changelog]=0 || RESULT[changelog]=1
   echo "=== ansible-test sanity"
   local ver
   ver=$("$VENV/bin/python" - <<'PY'
@@ -69,6 +72,8 @@ case $group in
   unit) pytest_group unit tests/unit ;;
   integration) pytest_group integration tests/integration ;;
   e2e) pytest_group e2e tests/e2e ;;
+  # the e2e group with the speed paths on private ansible-core internals off (plugins/plugin_utils/speed_paths.py)
+  e2e-plain) LIQO_FABRIC_SPEED_PATHS=off pytest_group e2e-plain tests/e2e ;;
   sanity) sanity ;;
   molecule) molecule_group ;;
   all)
@@ -78,7 +83,7 @@ case $group in
     molecule_group
     sanity
     ;;
-  *) echo "unknown group $group (unit|integration|e2e|sanity|molecule|all)"; exit 2 ;;
+  *) echo "unknown group $group (unit|integration|e2e|e2e-plain|sanity|molecule|all)"; exit 2 ;;
 esac
 
 echo "=== summary"

@@ -12,6 +12,8 @@ compiled once per machine and user.
 Only paths inside an AnsiballZ payload (`.../ansible_<module>_payload.zip[/...]`) are touched. The cache is
 ~/.cache/liqo-fabric/ansiballz (LIQO_FABRIC_ANSIBALLZ_CACHE=<dir> moves it, =off disables it), created 0700;
 a directory not owned by the user or writable by group/others is never read. Deleting it is always safe.
+LIQO_FABRIC_SPEED_PATHS=off (every speed path of the collection off) leaves the hook out; a payload naming or a
+zipimporter without the internals relied on (`_files`) falls back to zipimport's own behaviour.
 """
 import marshal
 import os
@@ -51,9 +53,12 @@ class PayloadImporter(zipimport.zipimporter):
     """zipimporter for AnsiballZ payloads: no compile to find a path, cached code objects."""
 
     def get_filename(self, fullname):
+        files = getattr(self, "_files", None)
+        if files is None:  # another zipimport implementation: its own (compiling) path lookup
+            return super().get_filename(fullname)
         base = self.prefix + fullname.rpartition(".")[2]
         for suffix in (os.sep + "__init__.py", ".py"):
-            if base + suffix in self._files:
+            if base + suffix in files:
                 return self.archive + os.sep + base + suffix
         return super().get_filename(fullname)
 
@@ -111,6 +116,8 @@ def payload_hook(path):
 
 
 def install():
+    if os.environ.get("LIQO_FABRIC_SPEED_PATHS", "").strip().lower() in _OFF:
+        return
     if payload_hook not in sys.path_hooks:
         sys.path_hooks.insert(0, payload_hook)
         sys.path_importer_cache.clear()

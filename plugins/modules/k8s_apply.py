@@ -92,9 +92,11 @@ EXAMPLES = r"""
             cidr: {pod: 10.243.0.0/16, external: 10.70.0.0/16}
 
 - name: CRDs, applied and then waited for
+  vars:
+    crd_files: "{{ query('ansible.builtin.fileglob', 'crds/*.yaml') }}"
   liqo.fabric.k8s_apply:
     kubeconfig: /etc/liqo/kubeconfig
-    definitions: "{{ query('ansible.builtin.fileglob', 'crds/*.yaml') | map('ansible.builtin.file') | map('ansible.builtin.from_yaml') }}"
+    definitions: "{{ query('ansible.builtin.file', *crd_files) | map('ansible.builtin.from_yaml') | list }}"
     wait: true
     wait_condition: {type: Established}
 

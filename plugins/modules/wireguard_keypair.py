@@ -56,15 +56,15 @@ EXAMPLES = r"""
   no_log: true
 
 - name: Store it
-  kubernetes.core.k8s:
-    state: present
-    definition:
-      apiVersion: v1
-      kind: Secret
-      metadata: {name: gateway-keys, namespace: liqo}
-      stringData:
-        privateKey: "{{ new_key.private_key }}"
-        publicKey: "{{ new_key.public_key }}"
+  liqo.fabric.k8s_apply:
+    kubeconfig: /etc/liqo/kubeconfig
+    definitions:
+      - apiVersion: v1
+        kind: Secret
+        metadata: {name: gateway-keys, namespace: liqo}
+        stringData:
+          privateKey: "{{ new_key.private_key }}"
+          publicKey: "{{ new_key.public_key }}"
   no_log: true
 """
 

@@ -46,17 +46,23 @@ from collections.abc import Sequence
 
 from ansible import constants as C
 from ansible.module_utils import basic
-from ansible.module_utils import _internal as _mu_internal
-from ansible.module_utils._internal import _errors, _messages, _traceback
-from ansible.module_utils.common import warnings as _mu_warnings
-from ansible.module_utils.common.json import Direction, get_module_encoder
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 from ansible.utils.vars import merge_hash
 from ansible.vars.clean import remove_internal_keys
 
+from ansible_collections.liqo.fabric.plugins.plugin_utils import speed_paths
 from ansible_collections.liqo.fabric.plugins.plugin_utils.netns_fork import ForkError, run_forked
+
+try:  # private ansible-core internals (2.19): another ansible-core may not have them; then the modules run normally
+    from ansible.module_utils import _internal as _mu_internal
+    from ansible.module_utils._internal import _errors, _messages, _traceback
+    from ansible.module_utils.common import warnings as _mu_warnings
+    from ansible.module_utils.common.json import Direction, get_module_encoder
+    PRIVATE_IMPORT_ERROR = None
+except ImportError as _exc:  # pragma: no cover - only on an ansible-core the suite does not run
+    PRIVATE_IMPORT_ERROR = "ansible-core internals are missing (%s)" % _exc
 
 display = Display()
 
@@ -72,6 +78,9 @@ def in_process_refusal(transport: str, load_name: str, become: bool, async_val: 
     A host module may also run for a host of the liqo.fabric.netns connection (in a forked child)."""
     if not boolean(True if enabled is None else enabled, strict=False):
         return "%s is false" % IN_PROCESS_VAR
+    off = speed_paths.off_reason() or PRIVATE_IMPORT_ERROR
+    if off:
+        return off
     if not all(hasattr(basic, name) for name in ("_ANSIBLE_ARGS", "_ANSIBLE_PROFILE", "_PARSED_MODULE_ARGS")):
         return "this ansible-core does not take module arguments through ansible.module_utils.basic._ANSIBLE_ARGS"
     local = transport == "local" and load_name in LOCAL_CONNECTIONS
@@ -120,6 +129,9 @@ class InProcessAction(ActionBase):
             return merge_hash(result, self._execute_in_process(task_vars))
 
         display.vvv("%s no, running the module (%s)" % (MARKER, reason), host=self._host_label(task_vars))
+        unsupported = speed_paths.unsupported_core() or PRIVATE_IMPORT_ERROR
+        if unsupported and reason == unsupported:
+            display.warning(speed_paths.warning(unsupported))  # Display prints a repeated warning once
         wrap_async = self._task.async_val and not self._connection.has_native_async
         result = merge_hash(result, self._execute_module(task_vars=task_vars, wrap_async=wrap_async))
         if not wrap_async:

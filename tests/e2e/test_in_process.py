@@ -18,7 +18,9 @@ import pytest
 from tests.ansible_run import VENV_BIN, ansible_env
 from tests.conftest import COLLECTIONS
 
-pytestmark = pytest.mark.skipif(not shutil.which("kubectl"), reason="kubectl is not installed")
+pytestmark = [pytest.mark.skipif(not shutil.which("kubectl"), reason="kubectl is not installed"),
+              pytest.mark.skipif(os.environ.get("LIQO_FABRIC_SPEED_PATHS", "").lower() in ("off", "0", "false", "no"),
+                                 reason="LIQO_FABRIC_SPEED_PATHS=off: these tests are about the in-process speed path")]
 
 MARKER = re.compile(r"liqo\.fabric in-process: (yes|no)\b([^\n]*)")
 REAL = {"liqo_fabric_in_process": False}

@@ -77,23 +77,23 @@ def kube(cluster):
 
 
 def ensure_namespace(k, name):
-    k.core.create_namespace({"metadata": {"name": name}})
+    k.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
 
 
 def create_conf(k, namespace, name, pod, external):
     body = {"apiVersion": "%s/%s" % (GROUP, VERSION), "kind": "Configuration",
             "metadata": {"name": name, "namespace": namespace},
             "spec": {"remote": {"cidr": {"pod": pod, "external": external}}}}
-    return k.custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "configurations", body)
+    return k.create(body)
 
 
 def delete_conf(k, namespace, name):
-    k.custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, "configurations", name)
+    k.delete("Configuration", namespace, name)
 
 
 def ledger(k):
-    cm = k.core.read_namespaced_config_map(ipam_store.LEDGER_NAME, ipam_store.LEDGER_NAMESPACE)
-    return json.loads(cm.data[ipam_store.LEDGER_KEY]), cm.metadata.resource_version
+    cm = k.get("ConfigMap", ipam_store.LEDGER_NAMESPACE, ipam_store.LEDGER_NAME)
+    return json.loads(cm["data"][ipam_store.LEDGER_KEY]), cm["metadata"]["resourceVersion"]
 
 
 def allocations_by_key(state):
@@ -309,7 +309,7 @@ def test_new_process_and_lost_ledger_hand_out_nothing_twice(lab, peered):
     # the ledger is lost: the next process rebuilds it from the Configurations' status, moving nothing
     confs_rv = {(c["metadata"]["namespace"], c["metadata"]["name"]): c["metadata"]["resourceVersion"]
                 for c in k.list("Configuration")}
-    k.core.delete_namespaced_config_map(ipam_store.LEDGER_NAME, ipam_store.LEDGER_NAMESPACE)
+    k.delete("ConfigMap", ipam_store.LEDGER_NAMESPACE, ipam_store.LEDGER_NAME)
     fresh = Kube(a.kubeconfig)  # a fresh client: nothing cached
     try:
         res = ipam_store.reconcile(fresh, local_config(a))
@@ -387,5 +387,5 @@ def test_missing_kubeconfig_is_named_in_the_message(tmp_path):
     assert stats["failures"] == 0 and stats["rescued"] == 1 and stats["ignored"] == 1
     role_msg, module_msg = (f["msg"] for f in failed)
     assert role_msg == "kubeconfig: '%s' does not exist or is not a file" % missing
-    assert module_msg == "kubeconfig: '%s' does not exist or is not a file" % missing
+    assert module_msg == "kubeconfig '%s': no such file" % missing
     assert result["failed"] and result["action"] == IPAM_ACTION

@@ -79,7 +79,7 @@ def test_concurrent_allocators_never_collide_and_converge(cluster):
                                                     cluster.internal_cidr)]
     admin = Kube(cluster.kubeconfig)
     for ns in NAMESPACES:
-        admin.core.create_namespace({"metadata": {"name": ns}})
+        admin.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
 
     done = threading.Event()
     lock = threading.Lock()
@@ -94,12 +94,12 @@ def test_concurrent_allocators_never_collide_and_converge(cluster):
             for i in range(PER_NAMESPACE):
                 pod, ext = _spec(NAMESPACES.index(ns) * PER_NAMESPACE + i)
                 name = "c%02d" % i
-                kube.custom.create_namespaced_custom_object(GROUP, VERSION, ns, "configurations", _body(ns, name, pod, ext))
+                kube.create(_body(ns, name, pod, ext))
                 names.append(name)
                 time.sleep(rnd.uniform(0, 0.12))
                 if i in (4, 8, 11):  # delete one while allocators are running: its prefixes are released
                     victim = names.pop(rnd.randrange(len(names)))
-                    kube.custom.delete_namespaced_custom_object(GROUP, VERSION, ns, "configurations", victim)
+                    kube.delete("Configuration", ns, victim)
             return names
         finally:
             kube.close()

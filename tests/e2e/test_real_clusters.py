@@ -122,3 +122,18 @@ def test_missing_or_malformed_kubeconfig_gives_one_clear_error(tmp_path, content
     out = _cluster_info(str(path))
     assert message.format(p=path) in out
     assert out.count("FAILED!") == 1 and "Traceback" not in out
+
+
+def test_module_defaults_through_the_kube_action_group(tmp_path):
+    """meta/runtime.yml's group liqo.fabric.kube: one module_defaults entry reaches every kube module."""
+    missing = tmp_path / "from-module-defaults"
+    (tmp_path / "play.yml").write_text(yaml.safe_dump([{
+        "hosts": "localhost", "gather_facts": False,
+        "module_defaults": {"group/liqo.fabric.kube": {"kubeconfig": str(missing)}},
+        "tasks": [{"name": "no kubeconfig option", "liqo.fabric.cluster_info": {}, "ignore_errors": True},
+                  {"name": "nor here", "liqo.fabric.k8s_apply": {"definitions": []}, "ignore_errors": True}]}]))
+    proc = subprocess.run([os.path.join(VENV_BIN, "ansible-playbook"), "-i", "localhost,", "-c", "local",
+                           str(tmp_path / "play.yml")], capture_output=True, text=True, check=False, timeout=120,
+                          env=ansible_env({"ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.default"}))
+    tasks = proc.stdout.split("TASK [")[1:]
+    assert len(tasks) == 2 and all(f"kubeconfig '{missing}': no such file" in t for t in tasks), proc.stdout

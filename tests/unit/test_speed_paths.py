@@ -1,0 +1,94 @@
+"""The speed paths on private ansible-core internals switch themselves off outside the tested ansible-core range
+(one warning) or with LIQO_FABRIC_SPEED_PATHS=off (no warning: the user chose), and modules then run as ordinary
+AnsiballZ modules. The version is faked in a real ansible-playbook through a sitecustomize."""
+import os
+import subprocess
+
+import pytest
+import yaml
+
+from ansible_collections.liqo.fabric.plugins.plugin_utils import in_process, speed_paths
+from tests.ansible_run import VENV_BIN, ansible_env
+
+
+def test_runtime_yml_and_the_gate_name_the_same_range():
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "meta", "runtime.yml"), encoding="utf-8") as f:
+        assert yaml.safe_load(f)["requires_ansible"] == ">=2.19.0,<2.20.0"
+    assert speed_paths.TESTED_RANGE == ">=2.19,<2.20"
+
+
+@pytest.mark.parametrize("version,off", [("2.19.0", False), ("2.19.14", False), ("2.19.0rc1", False),
+                                         ("2.18.7", True), ("2.20.0", True), ("3.0.1", True), ("devel", True)])
+def test_version_gate(version, off):
+    reason = speed_paths.off_reason(version, environ={})
+    assert (reason is not None) == off
+    if off:
+        assert reason == "ansible-core %s is outside the tested range >=2.19,<2.20" % version
+
+
+@pytest.mark.parametrize("value", ["off", "0", "false", "NO"])
+def test_environment_switch(value):
+    assert speed_paths.off_reason("2.19.14", environ={speed_paths.ENV: value}) == "LIQO_FABRIC_SPEED_PATHS=%s" % value
+    assert speed_paths.unsupported_core("2.19.14") is None  # the switch is no version problem: no warning
+
+
+def test_in_process_refuses_on_an_untested_core(monkeypatch):
+    args = dict(transport="local", load_name="ansible.builtin.local", become=False, async_val=0, environment={},
+                enabled=True)
+    monkeypatch.delenv(speed_paths.ENV, raising=False)
+    assert in_process.in_process_refusal(**args) is None
+    monkeypatch.setattr(speed_paths, "core_version", lambda: "2.21.3")
+    assert in_process.in_process_refusal(**args) == "ansible-core 2.21.3 is outside the tested range >=2.19,<2.20"
+
+
+def _run(tmp_path, fake_version=None, extra_env=None):
+    site = tmp_path / "site"
+    site.mkdir(exist_ok=True)
+    if fake_version:
+        (site / "sitecustomize.py").write_text("import ansible.release\nansible.release.__version__ = %r\n" % fake_version)
+    book = tmp_path / "play.yml"
+    book.write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": [
+        {"name": "first", "liqo.fabric.cluster_info": {"kubeconfig": str(tmp_path / "missing")}, "ignore_errors": True},
+        {"name": "second", "liqo.fabric.cluster_info": {"kubeconfig": str(tmp_path / "missing")}, "ignore_errors": True},
+    ]}]))
+    env = ansible_env(dict({"ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.default", "ANSIBLE_LOCALHOST_WARNING": "false",
+                            "PYTHONPATH": "%s:%s" % (site, os.environ.get("PYTHONPATH", ""))}, **(extra_env or {})))
+    if not extra_env:
+        env.pop(speed_paths.ENV, None)
+    proc = subprocess.run([os.path.join(VENV_BIN, "ansible-playbook"), "-vvv", "-i", "localhost,", "-c", "local",
+                           str(book)], capture_output=True, text=True, env=env, cwd=tmp_path, check=False, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout + proc.stderr
+    # the module ran either way (its own message about the missing kubeconfig), twice
+    assert out.count("kubeconfig '%s': no such file" % (tmp_path / "missing")) >= 2, out
+    return out
+
+
+def test_an_untested_core_runs_modules_normally_with_one_warning(tmp_path):
+    out = _run(tmp_path, fake_version="2.99.0")
+    reason = "ansible-core 2.99.0 is outside the tested range >=2.19,<2.20"
+    assert out.count("liqo.fabric: speed paths off (in-process modules, netns fork, warm runner, payload cache): "
+                     + reason) == 1, out
+    assert out.count("liqo.fabric in-process: no, running the module (%s)" % reason) == 2
+    assert "in-process: yes" not in out
+
+
+def test_tested_core_runs_in_process_and_the_switch_turns_it_off_quietly(tmp_path):
+    out = _run(tmp_path)
+    assert out.count("liqo.fabric in-process: yes") == 2 and "speed paths off" not in out
+    out = _run(tmp_path, extra_env={speed_paths.ENV: "off"})
+    assert out.count("liqo.fabric in-process: no, running the module (LIQO_FABRIC_SPEED_PATHS=off)") == 2
+    assert "speed paths off" not in out
+
+
+def test_controller_runs_cold_on_an_untested_core(tmp_path, monkeypatch, caplog):
+    from controller.runner import PlaybookRunner  # pylint: disable=import-outside-toplevel
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    monkeypatch.delenv(speed_paths.ENV, raising=False)
+    monkeypatch.setattr(speed_paths, "core_version", lambda: "2.22.0")
+    runner = PlaybookRunner(str(tmp_path / "runtime"), root, warm=True)
+    try:
+        assert runner.zygote is None
+        assert "warm runner off" in caplog.text
+    finally:
+        runner.close()
