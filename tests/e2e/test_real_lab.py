@@ -1,6 +1,7 @@
 """Issue 15 acceptance: real-node lab clusters (kubelet, containerd, CNI, kube-proxy, scheduler, controller
 manager) run real pods. Two clusters a and b, both pod CIDR 10.243.0.0/16, 3 nodes each, one lab for the
-whole module (bringing it up costs ~1 min); the last test takes it down and checks that nothing is left."""
+whole module (bringing it up costs ~1 min); test_zero_residue_after_down takes it down and checks that nothing
+is left; then a SIGKILLed lab is removed the way `make lab-clean` removes it."""
 from __future__ import annotations
 
 import glob
@@ -173,14 +174,18 @@ def test_clusterip_and_nodeport_services_answer_from_another_node(real_lab):
     names = {p.metadata.name for p in web}
     client = next(p for p in running_pods(c, "probe") if p.spec.node_name not in web_nodes)
     cluster_ip = c.kube.core.read_namespaced_service("web", "default").spec.cluster_ip
-    assert any(f"hello from {n}" in http_get_from(c, client, cluster_ip, 80) for n in names)
+
+    def answered(out: str) -> bool:
+        return any(f"hello from {n}" in out for n in names)
+    # (retried: under load kube-proxy's iptables-restore may lag the Endpoints by seconds)
+    wait_for("ClusterIP from a pod", lambda: answered(http_get_from(c, client, cluster_ip, 80)), timeout=30)
     # NodePort on a node that runs no web pod (kube-proxy forwards to another node), from a pod and from a node
     bare = c.node(client.spec.node_name)
-    assert any(f"hello from {n}" in http_get_from(c, client, bare.underlay_ip, 30080) for n in names)
+    wait_for("NodePort from a pod", lambda: answered(http_get_from(c, client, bare.underlay_ip, 30080)), timeout=30)
     other = next(n for n in c.nodes if n.name != bare.name)
-    out = netns.run(["nsenter", f"--net=/run/netns/{other.netns}", "curl", "-s", "-m", "5",
-                     f"http://{bare.underlay_ip}:30080/"], check=False).stdout
-    assert any(f"hello from {n}" in out for n in names), out
+    wait_for("NodePort from another node", lambda: answered(netns.run(
+        ["nsenter", f"--net=/run/netns/{other.netns}", "curl", "-s", "-m", "5", f"http://{bare.underlay_ip}:30080/"],
+        check=False).stdout), timeout=30)
 
 
 IN_CLUSTER = """
@@ -256,7 +261,7 @@ def test_a_node_joins_and_leaves_at_run_time(real_lab):
 
 
 def test_zero_residue_after_down(real_lab):
-    """Last: takes the module's lab down and compares with what was there before it came up."""
+    """Takes the module's lab down and compares with what was there before it came up."""
     assert residue(real_lab)["processes"]  # sanity: the snapshot sees the lab while it runs
     real_lab.down()
     after = residue(real_lab)
@@ -265,3 +270,46 @@ def test_zero_residue_after_down(real_lab):
     for key in ("shim_sockets", "cni_cache", "container_logs"):
         assert set(after[key]) <= set(BEFORE[key]), (key, sorted(set(after[key]) - set(BEFORE[key])))
     assert set(after["pod_logs"]) <= set(BEFORE["pod_logs_host"])
+
+
+VICTIM = """
+import sys, time
+from tests.lab import Lab
+from tests.lab.images import tiny_image
+lab = Lab([{"name": "k"}], nodes=1, real_nodes=True).up()
+c = lab["k"]
+c.kube.core.create_namespaced_pod("default", {"metadata": {"name": "sleeper"}, "spec": {
+    "terminationGracePeriodSeconds": 1,
+    "containers": [{"name": "s", "image": tiny_image(), "imagePullPolicy": "Never"}]}})
+while c.kube.core.read_namespaced_pod("sleeper", "default").status.phase != "Running":
+    time.sleep(0.3)
+print("ready", lab.lab_id, lab.workdir, flush=True)
+time.sleep(3600)
+"""
+
+
+def test_a_sigkilled_real_lab_is_removed_by_lab_clean(real_lab):
+    """After the module's lab: a lab whose owner was SIGKILLed with a pod running counts as dead for
+    `make lab-clean` (cleanup.plan_clean), and removing it by its prefix (what lab-clean does for each dead
+    lab) leaves nothing: containers, shims, mounts, cgroups, netns, state and image dirs."""
+    import signal  # pylint: disable=import-outside-toplevel
+    import sys  # pylint: disable=import-outside-toplevel
+    import types  # pylint: disable=import-outside-toplevel
+    del real_lab  # only for the order: it is down by now
+    proc = subprocess.Popen([sys.executable, "-c", VICTIM], stdout=subprocess.PIPE, text=True,  # pylint: disable=consider-using-with
+                            env={**os.environ, "PYTHONPATH": os.getcwd()})
+    line = proc.stdout.readline().split()
+    assert line[:1] == ["ready"], line
+    victim = types.SimpleNamespace(lab_id=line[1], workdir=line[2], prefix=f"lfab{line[1]}")
+    try:
+        assert residue(victim)["processes"] and residue(victim)["cgroups"]
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        assert victim.workdir in cleanup.plan_clean()["dead"]
+    finally:
+        cleanup.clean_prefix(victim.prefix, victim.workdir)
+        proc.stdout.close()
+    after = residue(victim)
+    for key in ("processes", "mounts", "netns", "cgroups", "dirs"):
+        assert after[key] == [], (key, after[key])
+    assert set(after["shim_sockets"]) <= set(BEFORE["shim_sockets"])

@@ -6,8 +6,9 @@ Per node (plan = tests.lab.topology.NodePlan), everything named after the node's
 - state under <lab state dir>/<cluster>/<netns> (sockets, kubelet root, CNI and IPAM state, network
   namespaces of pods: containerd's netns_mounts_under_state_dir), image content and snapshots under
   DISK_ROOT/<prefix>/<netns>;
-- cgroup parent /<netns> in every hierarchy (kubelet cgroupRoot, cgroupsPerQOS off): every container of the
-  node lives there, which is how teardown finds and stops them even after a crash;
+- cgroup parent /<netns> in every hierarchy (kubelet cgroupRoot, made by the lab; the kubelet's QoS cgroups
+  and every pod of the node live below it: /<netns>/kubepods/...), which is how teardown finds and stops
+  the containers even after a crash;
 - CNI: a bridge `kbr0` (not the light lab's cni0) + host-local with the node's slice of the cluster's pod
   CIDR, network name = the netns name; routes to the other nodes' slices are the lab's host-gw routes;
 - kube-proxy in iptables mode (Debian's iptables-nft; its rules die with the netns), masquerading all
@@ -113,7 +114,7 @@ state = "{self.dir}/containerd"
             "address": self.plan.underlay_ip, "readOnlyPort": 0,
             "authentication": {"anonymous": {"enabled": True}, "webhook": {"enabled": False}},
             "authorization": {"mode": "AlwaysAllow"},
-            "cgroupDriver": "cgroupfs", "cgroupsPerQOS": False, "cgroupRoot": self.cgroup,
+            "cgroupDriver": "cgroupfs", "cgroupsPerQOS": True, "cgroupRoot": self.cgroup,
             "enforceNodeAllocatable": [], "failSwapOn": False, "resolvConf": "",
             "volumePluginDir": os.path.join(self.dir, "volume-plugins"),
             "evictionHard": {"memory.available": "1Mi", "nodefs.available": "1%", "imagefs.available": "1%",
@@ -172,6 +173,9 @@ state = "{self.dir}/containerd"
         bindir = kube_bin_dir()
         self._configure(img)
         self._mount_namespace()
+        for hierarchy in os.listdir(cleanup.CGROUP_ROOT):  # the kubelet wants its cgroupRoot to exist
+            if os.path.isfile(os.path.join(cleanup.CGROUP_ROOT, hierarchy, "cgroup.procs")):
+                os.makedirs(os.path.join(cleanup.CGROUP_ROOT, hierarchy, self.cgroup.lstrip("/")), exist_ok=True)
         t1 = time.monotonic()
         seeded = imagestore.clone(imagestore.seed_root(img), os.path.join(self.disk, "root"))
         self._spawn("containerd", ["containerd", "--config", os.path.join(self.dir, "containerd.toml")])
