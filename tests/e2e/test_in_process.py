@@ -231,10 +231,10 @@ def test_failures_give_the_same_message_both_ways(kc, tmp_path):
     for a, b in zip(real, inproc):
         assert b == a
     missing, field, option, exc, nxt = inproc
-    assert missing["failed"] and "kubeconfig: '%s' does not exist" % (tmp_path / "nope") in missing["msg"]
+    assert missing["failed"] and "kubeconfig '%s': no such file" % (tmp_path / "nope") in missing["msg"]
     assert field["failed"] and "spec.mtu" in field["msg"]
     assert option["failed"] and "colour" in option["msg"]
-    assert exc["failed"] and "kubeconfig: '%s' is not a kubeconfig (a YAML list" % listed in exc["msg"]
+    assert exc["failed"] and "kubeconfig '%s': not a kubeconfig (a YAML list" % listed in exc["msg"]
     assert nxt["cluster_id"] and not nxt.get("failed")
 
 
