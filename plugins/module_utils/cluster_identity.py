@@ -30,12 +30,18 @@ def check_name(name, field="cluster_name"):
     return name
 
 
+# kubeconfig cluster names many distributions give every cluster (kubeadm, k3s, minikube, ...): not a name
+GENERIC_NAMES = frozenset(("kubernetes", "default", "cluster", "local", "k3s", "minikube", "docker-desktop",
+                           "kind", "microk8s-cluster", "microk8s", "rke2"))
+
+
 def default_name(kubeconfig_cluster, cluster_id):
     """A friendly name from the kubeconfig's name of the cluster (an EKS ARN's last part, GKE's
-    gke_project_zone_name with '-'), else 'cluster-' and the id's first 8 characters."""
+    gke_project_zone_name with '-'), else (none, or a generic one such as kubeadm's 'kubernetes')
+    'cluster-' and the id's first 8 characters."""
     raw = (kubeconfig_cluster or "").rsplit("/", 1)[-1].lower()
     name = re.sub(r"[^a-z0-9-]+", "-", raw).strip("-")[:MAX_NAME].strip("-")
-    return name if NAME_RE.match(name) else "cluster-" + cluster_id[:8]
+    return name if NAME_RE.match(name) and name not in GENERIC_NAMES else "cluster-" + cluster_id[:8]
 
 
 def ensure(kube, cluster_name=None, check_mode=False):
