@@ -426,3 +426,16 @@ def test_unreachable_apiserver_names_url_kubeconfig_and_context(pki, tmp_path):
     assert str(info.value) == ("cannot reach the Kubernetes API at https://127.0.0.1:%d (kubeconfig '%s', context 'c'): "
                                "Connection refused" % (port, path))
     assert info.value.status == 0
+
+
+def test_auth_provider_oidc_through_the_kubernetes_loader(pki, server, tmp_path):
+    """An oidc auth-provider user whose id-token is still valid: the kubernetes package's loader gives the token
+    (no identity provider is contacted)."""
+    def part(obj):
+        return base64.urlsafe_b64encode(json.dumps(obj).encode()).decode().rstrip("=")
+    exp = int(time.time()) + 3600
+    token = "%s.%s.c2ln" % (part({"alg": "none"}), part({"sub": "alice", "exp": exp}))
+    user = {"auth-provider": {"name": "oidc", "config": {
+        "client-id": "lfab", "id-token": token, "idp-issuer-url": "https://127.0.0.1:1", "refresh-token": "r"}}}
+    path = write_kubeconfig(tmp_path / "kc", server, user, ca_extra(pki))
+    assert get(path)["auth"] == "Bearer " + token
