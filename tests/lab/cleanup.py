@@ -229,7 +229,10 @@ def stop_real_nodes(spaces: list[str], directory: str | None) -> None:
 
 
 def _cgroup_dirs(prefix: str) -> list[str]:
-    """Top-level cgroups named with `prefix` in every hierarchy (a real node's cgroupRoot is /<its netns>)."""
+    """Top-level cgroups named with `prefix` in every hierarchy (a real node's cgroupRoot is /<its netns>).
+    A prefix ending with "/" names one cgroup exactly (a node: n1 is not n10)."""
+    exact = prefix.endswith("/")
+    prefix = prefix.rstrip("/")
     out = []
     if not os.path.isdir(CGROUP_ROOT):
         return out
@@ -237,7 +240,7 @@ def _cgroup_dirs(prefix: str) -> list[str]:
         base = os.path.join(CGROUP_ROOT, hierarchy)
         try:
             out += [os.path.join(base, d) for d in os.listdir(base)
-                    if d.startswith(prefix) and os.path.isdir(os.path.join(base, d))]
+                    if (d == prefix if exact else d.startswith(prefix)) and os.path.isdir(os.path.join(base, d))]
         except OSError:
             pass
     return out
@@ -263,7 +266,7 @@ def remove_cgroups(prefix: str) -> list[str]:
     removed = []
     for top in _cgroup_dirs(prefix):
         for root, _dirs, _files in sorted(os.walk(top), key=lambda w: -len(w[0])):
-            for _ in range(20):
+            for _attempt in range(20):
                 try:
                     os.rmdir(root)
                     break
@@ -295,7 +298,7 @@ def unmount_under(directory: str) -> list[str]:
     import ctypes  # pylint: disable=import-outside-toplevel
     libc = ctypes.CDLL(None, use_errno=True)
     done = []
-    for _ in range(3):  # a mount may hide another one below it
+    for _round in range(3):  # a mount may hide another one below it
         mounts = _mounts_under(directory)
         if not mounts:
             break

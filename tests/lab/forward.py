@@ -62,7 +62,7 @@ def main(argv: list[str]) -> int:
     os.close(fd)
     print("ready", flush=True)
     while True:
-        conn, _ = lsock.accept()
+        conn, _peer = lsock.accept()
         threading.Thread(target=_serve, args=(conn, (ip, port)), daemon=True).start()
 
 

@@ -225,10 +225,10 @@ def remove_node_residue(node_netns: str, node_dir: str | None, disk_dir: str | N
     """What a real node can leave outside its netns, found by its name: processes in its cgroups (stopped by
     PID), mounts under its directories (its mount namespace, and with it the container rootfs, shm, pod
     netns and volumes), the cgroups, its directories. Used by RealNode.stop()."""
-    removed = {"processes": cleanup.kill_in_cgroups(node_netns), "mounts": [], "cgroups": [], "files": []}
+    removed = {"processes": cleanup.kill_in_cgroups(node_netns + "/"), "mounts": [], "cgroups": [], "files": []}
     for d in filter(None, (node_dir, disk_dir)):
         removed["mounts"] += cleanup.unmount_under(d)
-    removed["cgroups"] = cleanup.remove_cgroups(node_netns)
+    removed["cgroups"] = cleanup.remove_cgroups(node_netns + "/")
     for d in filter(None, (node_dir, disk_dir)):
         if os.path.isdir(d):
             shutil.rmtree(d, ignore_errors=True)
@@ -320,5 +320,3 @@ class RealNodes:
         self.nodes.clear()
         for d in (self.cluster_dir, os.path.join(DISK_ROOT, self.cluster.prefix)):
             cleanup.unmount_under(d)
-
-
