@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import shutil
@@ -44,6 +45,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--workers", type=int, default=int(os.environ.get("FABRIC_WORKERS", "2")),
                    help="concurrent playbook runs (default %(default)s)")
     p.add_argument("--debounce", type=float, default=0.1, help="seconds an event waits for more of the same key")
+    p.add_argument("--drift-period", type=float, metavar="SECONDS",
+                   help="seconds between drift checks of every entry with one (default: the watch map's `drift.period`)")
+    p.add_argument("--resync-period", type=float, metavar="SECONDS",
+                   help="seconds between resyncs of every entry with one (default: the watch map's `resync`)")
     p.add_argument("--no-leader-elect", action="store_true", help="act without holding the Lease")
     p.add_argument("--lease-duration", type=float, default=15.0)
     p.add_argument("--lease-namespace", default="liqo")
@@ -78,6 +83,21 @@ def clusters_from_args(args) -> dict:
     return clusters
 
 
+def override_periods(entries, drift_period=None, resync_period=None) -> list:
+    """The watch map's entries with --drift-period / --resync-period applied (entries that have one)."""
+    for name, value in (("--drift-period", drift_period), ("--resync-period", resync_period)):
+        if value is not None and value < 1:
+            raise SystemExit(f"{name}: {value} is below the 1 s minimum")
+    out = []
+    for e in entries:
+        if drift_period is not None and e.drift is not None:
+            e = dataclasses.replace(e, drift=dataclasses.replace(e.drift, period=drift_period))
+        if resync_period is not None and e.resync > 0:
+            e = dataclasses.replace(e, resync=resync_period)
+        out.append(e)
+    return out
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     logs.setup(args.log_level)
@@ -90,6 +110,7 @@ def main(argv=None) -> int:
         entries = watchmap.load(args.watches, args.playbook_dir or os.path.join(args.collection_root, "playbooks"))
     except (OSError, watchmap.WatchMapError) as exc:
         raise SystemExit(f"--watches {args.watches}: {exc}")
+    entries = override_periods(entries, args.drift_period, args.resync_period)
     runtime = args.runtime_dir or os.path.join(os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir(),
                                                f"liqo-fabric-controller-{os.getuid()}-{os.getpid()}")
     metrics = Metrics()

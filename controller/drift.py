@@ -24,6 +24,7 @@ setns(2), through the collection's module_utils (rtnetlink dump, libnftables, th
 from __future__ import annotations
 
 import ctypes
+import struct
 import ipaddress
 import json
 import os
@@ -36,11 +37,13 @@ ensure_collection_importable()
 # pylint: disable=wrong-import-position
 from ansible_collections.liqo.fabric.plugins.module_utils import routing  # noqa: E402
 from ansible_collections.liqo.fabric.plugins.module_utils.nftables import Nft, NftError  # noqa: E402
-from ansible_collections.liqo.fabric.plugins.module_utils.wireguard import RUN_DIR, UserspaceBackend  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils.wireguard import (  # noqa: E402
+    RUN_DIR, KernelBackend, UserspaceBackend, WireGuardError, split_endpoint)
 
 CLONE_NEWNET = 0x40000000
 NETNS_DIR = "/var/run/netns"
 MANIFEST_KEY = "fabric_dataplane"
+IFLA_MTU = 4
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -72,37 +75,122 @@ def in_netns(netns: Optional[str], fn: Callable, timeout: float = 10.0):
     return box.get("result")
 
 
+class CheckFailure(str):
+    """A difference that is not drift: the check could not read the kernel (a missing or foreign network
+    namespace, another machine's host, an unreadable nftables or UAPI socket). The engine reports it
+    (Degraded, reason DriftCheckFailed) instead of passing or repairing blindly."""
+
+
 def _as_list(v) -> list:
     if v is None:
         return []
     return v if isinstance(v, list) else [v]
 
 
+def _named(v) -> dict:
+    return v if isinstance(v, dict) else {"name": v}
+
+
+def read_links(sock) -> dict:
+    """{ifname: mtu} of the namespace (one RTM_GETLINK dump)."""
+    out = {}
+    for p in sock.dump(routing.RTM_GETLINK, struct.pack("=BxHiII", 0, 0, 0, 0, 0)):
+        attrs = routing._parse_attrs(p, 16, len(p))  # pylint: disable=protected-access
+        if routing.IFLA_IFNAME in attrs:
+            name = bytes(attrs[routing.IFLA_IFNAME]).rstrip(b"\0").decode()
+            out[name] = struct.unpack("=I", bytes(attrs[IFLA_MTU])[:4])[0] if IFLA_MTU in attrs else None
+    return out
+
+
+def _endpoint(value):
+    try:
+        host, port = split_endpoint(value, "endpoint")
+        return str(ipaddress.ip_address(host)), port
+    except (ValueError, TypeError):
+        return value
+
+
+def _check_wireguard(where: str, spec: dict, links: dict, run_dir: str) -> List[str]:
+    name = spec["name"]
+    if name not in links:
+        return [f"{where}: wireguard interface {name} is missing"]
+    diffs = []
+    if spec.get("mtu") and links[name] != int(spec["mtu"]):
+        diffs.append(f"{where}: wireguard interface {name} has MTU {links[name]}, expected {spec['mtu']}")
+    us = UserspaceBackend(name, run_dir)
+    if os.path.exists(us.sock_path):
+        if not us.socket_live():
+            return diffs + [f"{where}: wireguard-go of {name} is not running"]
+        try:
+            dev = us.read()
+        except (OSError, WireGuardError) as exc:
+            return diffs + [CheckFailure(f"{where}: cannot read wireguard {name}: {exc}")]
+    elif spec.get("peers") or spec.get("listen_port"):
+        try:
+            dev = KernelBackend(name).read()
+        except Exception as exc:  # pylint: disable=broad-except  # pyroute2 missing, not a kernel device
+            return diffs + [CheckFailure(f"{where}: cannot read wireguard {name}: {exc}")]
+    else:
+        return diffs
+    if spec.get("listen_port") and dev.listen_port != int(spec["listen_port"]):
+        diffs.append(f"{where}: wireguard {name} listens on port {dev.listen_port}, expected {spec['listen_port']}")
+    for peer in _as_list(spec.get("peers")):
+        have = dev.peers.get(peer.get("public_key"))
+        if have is None:
+            diffs.append(f"{where}: wireguard {name} has no peer {peer.get('public_key')}")
+        elif peer.get("endpoint") and _endpoint(have.endpoint) != _endpoint(peer["endpoint"]):
+            diffs.append(f"{where}: wireguard {name} peer endpoint is {have.endpoint}, expected {peer['endpoint']}")
+    return diffs
+
+
+def _read_sysctl(name: str):
+    with open(os.path.join("/proc/sys", *name.split(".")), encoding="ascii") as f:
+        return f.read().strip()
+
+
 def check_target(target: dict, run_dir: str = RUN_DIR) -> List[str]:
     """Differences between one target of a manifest and the kernel (call inside the target's netns)."""
     where = target.get("netns") or "host"
     diffs: List[str] = []
-    links = wg = routes = tables = None
-    links, wg = _as_list(target.get("links")), _as_list(target.get("wireguard"))
-    routes, tables = _as_list(target.get("routes")), _as_list(target.get("nft_tables"))
-    if links or wg or routes:
+    links = [_named(v) for v in _as_list(target.get("links"))]
+    wg = [_named(v) for v in _as_list(target.get("wireguard"))]
+    routes, rules = _as_list(target.get("routes")), _as_list(target.get("rules"))
+    tables = _as_list(target.get("nft_tables"))
+    if links or wg or routes or rules:
         with routing.RtnlSocket() as sock:
-            have_links = set(routing.read_links(sock).values())
-            for name in links:
+            have_links = read_links(sock)
+            for spec in links:
+                name = spec.get("name")
                 if name not in have_links:
                     diffs.append(f"{where}: link {name} is missing")
+                elif spec.get("mtu") and have_links[name] != int(spec["mtu"]):
+                    diffs.append(f"{where}: link {name} has MTU {have_links[name]}, expected {spec['mtu']}")
+            index = routing.read_links(sock) if routes else {}
             for spec in routes:
                 table = int(spec.get("table", routing.DEFAULT_TABLE))
-                current = routing.read_routes(sock, table, routing.read_links(sock))
+                current = routing.read_routes(sock, table, index)
                 have = {ipaddress.ip_network(r.dst, strict=False) for fam in current.values() for r in fam.values()}
                 for dst in _as_list(spec.get("dst")):
                     if ipaddress.ip_network(dst, strict=False) not in have:
                         diffs.append(f"{where}: route {dst} missing from table {table}")
-        for name in wg:
-            if name not in have_links:
-                diffs.append(f"{where}: wireguard interface {name} is missing")
-            elif os.path.exists(os.path.join(run_dir, name + ".sock")) and not UserspaceBackend(name, run_dir).socket_live():
-                diffs.append(f"{where}: wireguard-go of {name} is not running")
+            if rules:
+                owned = sorted({int(r.get("table", routing.DEFAULT_TABLE)) for r in rules if isinstance(r, dict)})
+                current = routing.read_rules(sock, owned)
+                have = {routing.rule_line(r) for fam in current.values() for r in fam}
+                for spec in rules:
+                    line = spec.get("line") if isinstance(spec, dict) else spec
+                    if line not in have:
+                        diffs.append(f"{where}: rule '{line}' is missing")
+        for spec in wg:
+            diffs.extend(_check_wireguard(where, spec, have_links, run_dir))
+    for name, value in sorted((target.get("sysctls") or {}).items()):
+        try:
+            have = _read_sysctl(name)
+        except OSError as exc:
+            diffs.append(CheckFailure(f"{where}: cannot read sysctl {name}: {exc}"))
+            continue
+        if have != str(value):
+            diffs.append(f"{where}: sysctl {name} is {have}, expected {value}")
     if tables:
         try:
             with Nft() as nft:
@@ -112,39 +200,76 @@ def check_target(target: dict, run_dir: str = RUN_DIR) -> List[str]:
                     if data is None:
                         diffs.append(f"{where}: nft table {family} {name} is missing")
                         continue
-                    rules = sum(1 for o in data.get("nftables", []) if "rule" in o)
-                    if rules < int(spec.get("rules", 0)):
-                        diffs.append(f"{where}: nft table {family} {name} has {rules} rule(s), expected {spec['rules']}")
-        except NftError as exc:
-            diffs.append(f"{where}: cannot read nftables: {exc}")
+                    count = sum(1 for o in data.get("nftables", []) if "rule" in o)
+                    if count < int(spec.get("rules", 0)):
+                        diffs.append(f"{where}: nft table {family} {name} has {count} rule(s), expected {spec['rules']}")
+        except (NftError, OSError) as exc:
+            diffs.append(CheckFailure(f"{where}: cannot read nftables: {exc}"))
     return diffs
 
 
-def dataplane(manifest, context: Optional[dict] = None) -> List[str]:
-    """Generic check of every target of a manifest (see the module docstring)."""
+def _boot_id() -> Optional[str]:
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def _own_netns_inode() -> Optional[int]:
+    try:
+        return os.stat("/proc/thread-self/ns/net").st_ino
+    except OSError:
+        return None
+
+
+def dataplane(manifest, context: Optional[dict] = None, kind: Optional[str] = None) -> List[str]:
+    """Generic check of every target of a manifest (of one `kind` when given; see the module docstring).
+    Returns differences; the ones that are CheckFailure say what could not be read."""
     diffs: List[str] = []
+    boot = _boot_id()
     for target in _as_list(manifest):
-        if not isinstance(target, dict):
+        if not isinstance(target, dict) or (kind and target.get("kind", kind) != kind):
             continue
         netns = target.get("netns")
+        where = netns or target.get("host") or "host"
+        if target.get("boot_id") and boot and target["boot_id"] != boot:
+            diffs.append(CheckFailure(f"{where}: built on another machine (boot id {target['boot_id']}): this "
+                                      "controller cannot read its kernel (run the node agent there)"))
+            continue
+        if not netns and target.get("netns_inode") and target["netns_inode"] != _own_netns_inode():
+            diffs.append(CheckFailure(f"{where}: built in an unnamed network namespace (inode {target['netns_inode']})"
+                                      " the controller cannot enter"))
+            continue
         if netns and not os.path.exists(os.path.join(NETNS_DIR, netns)):
-            diffs.append(f"{netns}: network namespace is missing")
+            diffs.append(CheckFailure(f"{netns}: network namespace is missing"))
             continue
         try:
             diffs.extend(in_netns(netns, lambda t=target: check_target(t)))
         except (OSError, routing.NetlinkError, TimeoutError) as exc:
-            diffs.append(f"{netns or 'host'}: check failed: {exc}")
+            diffs.append(CheckFailure(f"{where}: check failed: {exc}"))
     return diffs
 
 
+def as_targets(manifest) -> List[dict]:
+    """The targets (dicts) of a stored manifest."""
+    return [t for t in _as_list(manifest) if isinstance(t, dict)]
+
+
+def failures(diffs: List[str]) -> List[str]:
+    """The differences that say a check could not read the kernel."""
+    return [d for d in diffs if isinstance(d, CheckFailure)]
+
+
 def gateway(manifest, context: Optional[dict] = None) -> List[str]:
-    """Gateways: WireGuard interface and its wireguard-go, NAT table (and its rules), routes to the peer."""
-    return dataplane(manifest, context)
+    """Gateways: WireGuard interface, MTU, peers and a live wireguard-go, NAT table (and its rules), the
+    tunnel's routes and rules, sysctls. Overlay targets a gateway run also declared are the Node entry's."""
+    return dataplane(manifest, context, kind="gateway")
 
 
 def overlay(manifest, context: Optional[dict] = None) -> List[str]:
-    """Node overlay: the Geneve/VXLAN links and the routes of table 18952 on each node."""
-    return dataplane(manifest, context)
+    """Node overlay: the Geneve/VXLAN links (and MTUs), routes and rules of table 18952, the bypass table."""
+    return dataplane(manifest, context, kind="overlay")
 
 
 def manifest_from_stats(stats: dict):

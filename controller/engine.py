@@ -70,6 +70,7 @@ class ClusterState:
         self.applied: Dict[str, dict] = {}                # work key -> applied repr (see Engine.applied_repr)
         self.manifests: Dict[str, object] = {}            # work key -> dataplane manifest
         self.failures: Dict[str, int] = {}
+        self.drift_unreadable: Dict[str, List[str]] = {}  # work key -> what its last drift check could not read
         self.epoch = 0                                    # bumped when related objects / Secrets change
         self._memo: Dict[tuple, str] = {}
         self.state_dirty = False
@@ -491,6 +492,7 @@ class Engine:
                 manifest = drift_mod.manifest_from_stats(res.stats)
                 if manifest is not None:
                     cs.manifests[item.key] = manifest
+                    self._supersede(cs, item.key, manifest)
                 cs.state_dirty = True
             if failed:
                 cs.failures[item.key] = item.attempts + 1
@@ -507,6 +509,23 @@ class Engine:
             self._set_status_many(cs, todo)
         if failed:
             self._retry(item)
+
+    @staticmethod
+    def _supersede(cs: ClusterState, key: str, manifest) -> None:
+        """A node's overlay is one whole state: the newest run that applied it (a gateway event's
+        reconcile_gateway too) replaces that node's overlay target in every other key's manifest, so the
+        overlay key's drift check compares the kernel with what was applied last. Caller holds cs.lock."""
+        def where(t):
+            return (t.get("boot_id"), t.get("netns"), t.get("netns_inode"))
+        newest = {where(t): t for t in drift_mod.as_targets(manifest) if t.get("kind") == "overlay"}
+        if not newest:
+            return
+        for other, old in list(cs.manifests.items()):
+            if other == key:
+                continue
+            targets = drift_mod.as_targets(old)
+            if any(t.get("kind") == "overlay" and where(t) in newest for t in targets):
+                cs.manifests[other] = [newest.get(where(t), t) if t.get("kind") == "overlay" else t for t in targets]
 
     def _set_status_many(self, cs: ClusterState, todo: list) -> None:
         if not todo:
@@ -574,12 +593,27 @@ class Engine:
 
     # ================================================================== periodic loops
     def resync(self, cs: ClusterState, entry: Optional[WatchEntry] = None) -> tuple:
-        """Considers every key (of one entry, or all); returns (keys, enqueued)."""
+        """Considers every key (of one entry, or all); returns (keys, enqueued).
+
+        The input hash skips unchanged keys, but a key with a drift check also gets its dataplane looked
+        at: the check runs now when a manifest is stored, and a key applied without one (state from an
+        older controller, a run that declared nothing) is reconciled by force, which records it."""
         with cs.lock:
             keys = [k for k, e in cs.key_entry.items() if entry is None or e is entry or e.key == entry.key]
         enq = 0
         for k in keys:
             if self.consider(cs, k, PRIO_RESYNC, "resync"):
+                enq += 1
+                continue
+            e = self._drift_entry(cs, k)
+            with cs.lock:
+                checkable = e is not None and e.enabled and k in cs.applied and k not in cs.failures
+                has_manifest = k in cs.manifests
+            if not checkable:
+                continue
+            if has_manifest:
+                enq += self.check_drift(cs, e, keys=[k])
+            elif self.consider(cs, k, PRIO_RESYNC, "resync: dataplane never checked (no manifest)", force=True):
                 enq += 1
         return len(keys), enq
 
@@ -613,23 +647,63 @@ class Engine:
             return True
         return False
 
-    def check_drift(self, cs: ClusterState, entry: WatchEntry) -> int:
+    def _drift_entry(self, cs: ClusterState, key: str) -> Optional[WatchEntry]:
+        """The entry whose drift check covers `key`: a group key is shared by several kinds (Node and Pod
+        events make one overlay key) and the first kind seen is not necessarily the one with the check."""
+        with cs.lock:
+            first = cs.key_entry.get(key)
+        if first is None or first.drift is not None:
+            return first
+        return next((e for e in self.entries if e.drift is not None and e.playbook == first.playbook
+                     and e.key == first.key and e.grouped and first.grouped), None)
+
+    def check_drift(self, cs: ClusterState, entry: WatchEntry, keys: Optional[List[str]] = None) -> int:
+        """Runs the entry's drift check on its applied keys (or `keys`); enqueues a forced reconcile of each
+        key whose kernel differs. A check that cannot read the kernel marks the key's objects Degraded
+        (reason DriftCheckFailed) instead of passing. Returns the number of keys enqueued."""
         with cs.lock:
             todo = [(k, m) for k, m in cs.manifests.items()
-                    if cs.key_entry.get(k) is entry and k in cs.applied and k not in cs.failures]
+                    if self._drift_entry(cs, k) is entry and k in cs.applied and k not in cs.failures
+                    and (keys is None or k in keys) and not self.queue.busy(k)]
         found = 0
         for key, manifest in todo:
             self.metrics.drift_checks.labels(cs.name, entry.kind).inc()
             try:
                 diffs = entry.drift.call(manifest, {"cluster": cs.name, "key": key})
             except Exception as exc:  # pylint: disable=broad-except
-                diffs = [f"drift check failed: {exc}"]
-            if diffs:
+                diffs = [drift_mod.CheckFailure(f"drift check failed: {exc}")]
+            unreadable = drift_mod.failures(diffs)
+            drifted = [d for d in diffs if not isinstance(d, drift_mod.CheckFailure)]
+            self._drift_readable(cs, entry, key, unreadable)
+            if drifted:
                 found += 1
                 self.metrics.drift.labels(cs.name, entry.kind).inc()
-                log.info("drift detected", extra=_f(cluster=cs.name, key=key, differences=diffs[:10]))
-                self.consider(cs, key, PRIO_DRIFT, "drift: " + "; ".join(diffs[:3]), force=True)
+                log.info("drift detected", extra=_f(cluster=cs.name, key=key, differences=drifted[:10]))
+                self.consider(cs, key, PRIO_DRIFT, "drift: " + "; ".join(drifted[:3]), force=True)
         return found
+
+    def _drift_readable(self, cs: ClusterState, entry: WatchEntry, key: str, unreadable: List[str]) -> None:
+        """Reports a drift check that could not read the kernel (and its recovery)."""
+        with cs.lock:
+            was = key in cs.drift_unreadable
+            if unreadable:
+                cs.drift_unreadable[key] = list(unreadable)
+            else:
+                cs.drift_unreadable.pop(key, None)
+        if not unreadable and not was:
+            return
+        if unreadable:
+            self.metrics.drift_failed.labels(cs.name, entry.kind).inc()
+            log.warning("drift check cannot read the dataplane", extra=_f(cluster=cs.name, key=key, reasons=unreadable[:10]))
+        if not entry.status:
+            return
+        _, objs, _ = self.current(cs, key)
+        if unreadable:
+            msg = "drift check cannot read the dataplane: " + "; ".join(unreadable[:3])
+            self._set_status_many(cs, [(o, "degraded", msg, "DriftCheckFailed") for o in objs.values()])
+        else:
+            self._set_status_many(cs, [(o, "ready", "drift check reads the dataplane again", "Applied")
+                                       for o in objs.values()])
 
     def _drift_loop(self) -> None:
         last: Dict[tuple, float] = {}

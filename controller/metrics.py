@@ -42,6 +42,9 @@ class Metrics:
         self.drift = Counter("liqo_fabric_drift_detected_total", "Drift checks that found a difference",
                              ["cluster", "kind"], registry=r)
         self.drift_checks = Counter("liqo_fabric_drift_checks_total", "Drift checks run", ["cluster", "kind"], registry=r)
+        self.drift_failed = Counter("liqo_fabric_drift_check_failures_total",
+                                    "Drift checks that could not read a dataplane (the key is Degraded, DriftCheckFailed)",
+                                    ["cluster", "kind"], registry=r)
         self.events = Counter("liqo_fabric_watch_events_total", "Watch events received", ["cluster", "kind"], registry=r)
         self.leader = Gauge("liqo_fabric_leader", "1 while this replica holds the cluster's Lease", ["cluster"], registry=r)
         self.peer_connected = Gauge("liqo_peer_is_connected", "1 when the Connection to the peer is Connected",

@@ -143,6 +143,13 @@ class WorkQueue:
         with self._cond:
             return sorted(self._pending)
 
+    def busy(self, key: str) -> bool:
+        """True while `key` runs or waits with force: a drift check then has nothing to add (the run
+        records a fresh manifest; checking the kernel meanwhile would only find the same drift again)."""
+        with self._cond:
+            item = self._pending.get(key)
+            return key in self._running or bool(item and item.force)
+
     def idle(self) -> bool:
         with self._cond:
             return not self._pending and not self._running

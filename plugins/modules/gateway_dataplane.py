@@ -154,12 +154,23 @@ sysctls:
   type: list
   elements: str
   sample: [net.ipv4.ip_forward]
+manifest:
+  description:
+    - What this host now owns, for the controller's drift checks (see module_utils/dataplane_manifest.py):
+      C(kind) gateway, C(wireguard) (name, mtu, listen_port, peers' public keys and endpoints), C(routes),
+      C(rules) (as C(ip rule) prints them), C(nft_tables) (with their rule counts) and C(sysctls).
+  returned: state=present, not in check mode
+  type: dict
+  sample: {"kind": "gateway", "wireguard": [{"name": "lfab1a2b3c4d", "mtu": 1340, "listen_port": 51820, "peers": []}],
+           "routes": [{"table": 1001, "dst": ["0.0.0.0/0"]}], "rules": [], "links": [],
+           "nft_tables": [{"family": "ip", "name": "liqo_nat_1a2b", "rules": 4}], "sysctls": {"net.ipv4.ip_forward": "1"}}
 """
 
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
+from ansible_collections.liqo.fabric.plugins.module_utils import dataplane_manifest
 from ansible_collections.liqo.fabric.plugins.module_utils import gateway_dataplane as gd
 
 
@@ -193,6 +204,9 @@ def main():
         skipped = gw.get("udp_buffers", {}).get("skipped")
         if skipped:
             module.warn("%s: UDP buffers of wireguard-go left as they are: %s" % (gw["interface"], skipped))
+    if p["state"] == "present" and not module.check_mode:
+        result["manifest"] = dataplane_manifest.gateway(p["gateways"], result, gd._rules, gd._routes,  # pylint: disable=protected-access
+                                                        gd.SYSCTLS)
     diffs = result.pop("diffs")
     if module._diff:  # pylint: disable=protected-access
         result["diff"] = diffs

@@ -132,14 +132,24 @@ table:
   returned: always
   type: int
   sample: 18952
+manifest:
+  description:
+    - What this node now owns, for the controller's drift checks (see module_utils/dataplane_manifest.py):
+      C(kind) overlay, C(links) (names and MTUs), C(routes), C(rules) (as C(ip rule) prints them), C(nft_tables).
+  returned: state=present, not in check mode
+  type: dict
+  sample: {"kind": "overlay", "links": [{"name": "lovg1a2b3c4d", "mtu": 1450}],
+           "routes": [{"table": 18952, "dst": ["10.72.0.0/16"]}],
+           "rules": [{"table": 18952, "line": "1900: from all to 10.72.0.0/16 lookup 18952"}], "nft_tables": []}
 """
 
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
+from ansible_collections.liqo.fabric.plugins.module_utils import dataplane_manifest
 from ansible_collections.liqo.fabric.plugins.module_utils.overlay_dataplane import (
-    DEFAULT_TABLE, PARTS, DataplaneError, ValidationError, sync_overlay_dataplane)
+    DEFAULT_TABLE, NAT_FAMILY, NAT_TABLE, PARTS, DataplaneError, ValidationError, sync_overlay_dataplane)
 from ansible_collections.liqo.fabric.plugins.module_utils.overlay_link import PYROUTE2_IMPORT_ERROR
 
 NODE_PARTS = tuple(PARTS)
@@ -176,6 +186,8 @@ def main():
         module.fail_json(msg=str(e), exception=traceback.format_exc())
     for w in result.pop("warnings"):
         module.warn(w)
+    if p["state"] == "present" and not module.check_mode:
+        result["manifest"] = dataplane_manifest.overlay(node, p["table"], result, NAT_TABLE, NAT_FAMILY)
     module.exit_json(**result)
 
 

@@ -1,0 +1,80 @@
+"""Pure parts of drift repair: the manifests the dataplane modules return, the newest overlay target winning
+across keys, the period overrides of the CLI."""
+from __future__ import annotations
+
+import os
+import types
+
+import pytest
+
+from controller import drift, watchmap
+from controller.__main__ import override_periods
+from controller.engine import Engine
+from tests.unit.test_controller_engine import ROOT
+
+from ansible_collections.liqo.fabric.plugins.module_utils import dataplane_manifest as dm  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils import gateway_dataplane as gd  # noqa: E402
+
+
+def test_overlay_manifest_from_the_plan_and_result():
+    plan = {"links": [{"name": "lovg1", "type": "vxlan", "vni": 7, "mtu": 1450}],
+            "routes": [{"dst": "10.72.0.0/16", "dev": "lovg1"}, {"dst": "10.71.0.0/16", "dev": "lovg1"}],
+            "rules": [{"priority": 1900, "to": "10.72.0.0/16"}], "bypass": [{"saddr": "10.243.0.0/16"}]}
+    m = dm.overlay(plan, 18952, {"nat": {"rules": 2}}, "liqo_fabric_overlay")
+    assert m["kind"] == "overlay" and "boot_id" in m
+    assert m["links"] == [{"name": "lovg1", "mtu": 1450}]
+    assert m["routes"] == [{"table": 18952, "dst": ["10.71.0.0/16", "10.72.0.0/16"]}]
+    assert m["rules"] == [{"table": 18952, "line": "1900: from all to 10.72.0.0/16 lookup 18952"}]
+    assert m["nft_tables"] == [{"family": "ip", "name": "liqo_fabric_overlay", "rules": 2}]
+    assert dm.overlay({}, 18952, {}, "liqo_fabric_overlay")["nft_tables"] == []
+
+
+def test_gateway_manifest_covers_only_built_gateways():
+    gw = {"interface": "lfab1", "mtu": 1340, "listen_port": 51820, "table": 1001, "nat_table": "lfgw_1",
+          "mark": 1001, "rule_priority": 1001, "nat_tunnel": {"remote_remapped": "10.72.0.0/16"},
+          "peer": {"public_key": "k=", "endpoint": "172.30.0.2:31000"}}
+    other = dict(gw, interface="lfab2", nat_table="lfgw_2", table=1002)
+    result = {"gateways": [{"interface": "lfab1", "nat": {"rules": 4}}]}
+    m = dm.gateway([gw, other], result, gd._rules, gd._routes, gd.SYSCTLS)  # pylint: disable=protected-access
+    assert [w["name"] for w in m["wireguard"]] == ["lfab1"]
+    assert m["wireguard"][0]["peers"] == [{"public_key": "k=", "endpoint": "172.30.0.2:31000"}]
+    assert m["nft_tables"] == [{"family": "ip", "name": "lfgw_1", "rules": 4}]
+    assert m["routes"] == [{"table": 1001, "dst": ["0.0.0.0/0"]}]
+    assert [r["line"] for r in m["rules"]] == ["1001: from all fwmark 0x3e9 lookup 1001",
+                                               "1002: from all to 10.72.0.0/16 lookup 1001"]
+    assert m["sysctls"] == dict(gd.SYSCTLS)
+
+
+def test_where_and_the_check_agree_on_the_callers_namespace():
+    w = dm.where()
+    assert w["netns"] is None and w["boot_id"]
+    # with or without the inode (/proc/1 unreadable in some sandboxes), the controller reads its own namespace
+    assert drift.dataplane([dict(w, kind="overlay", links=[{"name": "lo"}])]) == []
+    other = drift.dataplane([dict(w, netns_inode=1, links=["lo"])])
+    assert drift.failures(other) == other and "unnamed network namespace" in other[0]
+
+
+def test_newest_overlay_target_replaces_older_ones_in_other_keys():
+    old = {"kind": "overlay", "netns": "n1", "boot_id": "b", "routes": [{"table": 18952, "dst": ["10.1.0.0/16"]}]}
+    other_node = {"kind": "overlay", "netns": "n2", "boot_id": "b"}
+    gw = {"kind": "gateway", "netns": "n1", "boot_id": "b"}
+    cs = types.SimpleNamespace(manifests={"a/overlay": [old, other_node], "a/GatewayServer/x/y": [gw]})
+    new = dict(old, routes=[{"table": 18952, "dst": ["10.1.0.0/16", "10.2.0.0/16"]}])
+    Engine._supersede(cs, "a/GatewayServer/x/y", [gw, new])  # pylint: disable=protected-access
+    assert cs.manifests["a/overlay"] == [new, other_node]
+    assert cs.manifests["a/GatewayServer/x/y"] == [gw]      # the run's own key keeps what it stored
+
+
+def test_check_failures_are_told_apart_from_drift():
+    diffs = ["host: link x is missing", drift.CheckFailure("n1: network namespace is missing")]
+    assert drift.failures(diffs) == ["n1: network namespace is missing"]
+    assert drift.dataplane([{"kind": "gateway", "netns": "nope-" + os.urandom(3).hex()}], kind="overlay") == []
+
+
+def test_period_overrides_apply_to_entries_that_have_one():
+    entries = watchmap.load(watchmap.DEFAULT_PATH, os.path.join(ROOT, "playbooks"))
+    out = override_periods(entries, drift_period=2, resync_period=5)
+    assert {e.kind: e.drift.period for e in out if e.drift} == {"GatewayServer": 2, "GatewayClient": 2, "Node": 2}
+    assert all(e.resync == 5 for e in out if e.playbook)
+    with pytest.raises(SystemExit, match="--drift-period: 0.5 is below the 1 s minimum"):
+        override_periods(entries, drift_period=0.5)
