@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver, kube-controller-manager, kube-scheduler, kubelet and kube-proxy v1.20.2 from Debian
-# bookworm's `kubernetes` source package with Debian's Go 1.19 and caches them. Prints the directory holding
-# the binaries. (The last three serve real-node labs: tests.lab with real_nodes=True.)
+# Builds kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy and kubectl v1.20.2 from
+# Debian bookworm's `kubernetes` source package with Debian's Go 1.19 and caches them. Prints the directory
+# holding the binaries. (kube-scheduler, kubelet and kube-proxy serve real-node labs: tests.lab with
+# real_nodes=True; kubectl is the tests' fallback where none is installed.)
 #
 # KUBE_APISERVER_BIN=/path/to/kube-apiserver skips the build (e.g. envtest binaries).
 # LIQO_FABRIC_CACHE (default ~/.cache/liqo-fabric) is where sources, toolchain and binaries live.
@@ -17,7 +18,7 @@ CACHE=${LIQO_FABRIC_CACHE:-$HOME/.cache/liqo-fabric}
 VERSION=v1.20.2
 SRCVER=1.20.5+really1.20.2-1.1+deb12u1
 OUT=$CACHE/kube-$VERSION/bin
-BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
+BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
 missing_bins() { for c in "${BINARIES[@]}"; do [ -x "$OUT/$c" ] || echo "$c"; done; }
 if [ -z "$(missing_bins)" ]; then
   echo "$OUT"
@@ -104,7 +105,7 @@ V=k8s.io/kubernetes/vendor/k8s.io/component-base/version
 LDF="-s -w -X $V.gitVersion=$VERSION -X $V.gitMajor=1 -X $V.gitMinor=20 -X $V.gitTreeState=clean"
 for c in $(missing_bins); do
   CURRENT_STEP="go build ./cmd/$c"
-  step "$CURRENT_STEP (all five: ~7 min on 2 cores)"
+  step "$CURRENT_STEP (all six: ~8 min on 2 cores)"
   go build -ldflags "$LDF" -o "$OUT/$c.tmp" "./cmd/$c" >>"$LOG" 2>&1
   mv "$OUT/$c.tmp" "$OUT/$c"
 done

@@ -7,6 +7,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import shutil
 import subprocess
 import time
 
@@ -15,15 +16,18 @@ import yaml
 
 from tests.conftest import require_root
 from tests.lab import Lab, cleanup, netns
-from tests.lab.images import fabric_image, tiny_image
+from tests.lab.apiserver import kube_bin_dir
+from tests.lab.images import fabric_image, images, tiny_image
+from tests.lab.imagestore import seed_root
 
-pytestmark = pytest.mark.skipif(not os.path.exists("/usr/bin/kubectl") and not os.environ.get("KUBECTL"),
-                                reason="kubectl is not installed (Debian package kubernetes-client)")
-KUBECTL = os.environ.get("KUBECTL", "kubectl")
+
+def kubectl_binary() -> str:
+    """$KUBECTL, the installed kubectl, else the one hack/build-kube-apiserver.sh builds with the cluster."""
+    return os.environ.get("KUBECTL") or shutil.which("kubectl") or os.path.join(kube_bin_dir(), "kubectl")
 
 
 def kubectl(cluster, *args, check=True, input=None, timeout=60) -> subprocess.CompletedProcess:
-    proc = subprocess.run([KUBECTL, "--kubeconfig", cluster.kubeconfig, *args], input=input, capture_output=True,
+    proc = subprocess.run([kubectl_binary(), "--kubeconfig", cluster.kubeconfig, *args], input=input, capture_output=True,
                           text=True, timeout=timeout, check=False)
     if check and proc.returncode != 0:
         raise AssertionError(f"kubectl {' '.join(args)}: {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
@@ -106,7 +110,7 @@ BEFORE: dict = {}
 @pytest.fixture(scope="module")
 def real_lab():
     require_root()
-    fabric_image()  # build (or find cached) before the clock of up() starts
+    seed_root(images())  # build (or find cached) the images and the containerd root holding them
     lab = Lab([{"name": "a"}, {"name": "b"}], pod_cidr="10.243.0.0/16", nodes=3, real_nodes=True)
     BEFORE.update(residue(lab))
     BEFORE["pod_logs_host"] = sorted(os.listdir("/var/log/pods")) if os.path.isdir("/var/log/pods") else []
@@ -299,7 +303,10 @@ def test_a_sigkilled_real_lab_is_removed_by_lab_clean(real_lab):
     proc = subprocess.Popen([sys.executable, "-c", VICTIM], stdout=subprocess.PIPE, text=True,  # pylint: disable=consider-using-with
                             env={**os.environ, "PYTHONPATH": os.getcwd()})
     line = proc.stdout.readline().split()
-    assert line[:1] == ["ready"], line
+    if line[:1] != ["ready"]:
+        proc.kill()
+        proc.wait()
+        raise AssertionError(f"the victim lab did not come up: {line}")
     victim = types.SimpleNamespace(lab_id=line[1], workdir=line[2], prefix=f"lfab{line[1]}")
     try:
         assert residue(victim)["processes"] and residue(victim)["cgroups"]
@@ -307,6 +314,9 @@ def test_a_sigkilled_real_lab_is_removed_by_lab_clean(real_lab):
         proc.wait()
         assert victim.workdir in cleanup.plan_clean()["dead"]
     finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
         cleanup.clean_prefix(victim.prefix, victim.workdir)
         proc.stdout.close()
     after = residue(victim)
