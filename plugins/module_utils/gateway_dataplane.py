@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import time
 
+from ansible_collections.liqo.fabric.plugins.module_utils import host_sysctls
 from ansible_collections.liqo.fabric.plugins.module_utils import nat_table as nat
 from ansible_collections.liqo.fabric.plugins.module_utils import routing
 from ansible_collections.liqo.fabric.plugins.module_utils import rx_steering as rps  # the option is rx_steering
@@ -26,8 +27,8 @@ from ansible_collections.liqo.fabric.plugins.module_utils.tunnel_probe import pr
 
 # Forwarding, and loose reverse-path filtering: packets from the overlay and the tunnel come in on other
 # links than the routes back to their sources; loose filtering only needs some route (a default) to cover them.
+# Host-wide: recorded once per host, restored when the host's last gateway goes (see host_sysctls).
 SYSCTLS = (("net.ipv4.ip_forward", "1"), ("net.ipv4.conf.all.rp_filter", "2"))
-PROC_SYS = "/proc/sys"
 REQUIRED = ("interface", "nat_table", "table")
 REQUIRED_PRESENT = ("mtu", "transit_address", "peer", "nat_tunnel", "mark", "rule_priority", "probe_address")
 
@@ -99,37 +100,6 @@ def validate(gateways, private_keys):
         except (wg.ValidationError, routing.ValidationError, nat.NatTableError) as e:
             raise DataplaneError("%s: %s" % (where, e)) from None
     return specs
-
-
-def sync_sysctls(check, record_file=None):
-    """Sets SYSCTLS in this network namespace (the per-netns ones) and records them in `record_file` (for
-    a host's boot-time sysctl loading). Returns the names changed."""
-    changed = []
-    for name, value in SYSCTLS:
-        path = os.path.join(PROC_SYS, *name.split("."))
-        with open(path, encoding="ascii") as f:
-            if f.read().strip() == value:
-                continue
-        changed.append(name)
-        if not check:
-            with open(path, "w", encoding="ascii") as f:
-                f.write(value)
-    if record_file:
-        text = "".join("%s = %s\n" % kv for kv in SYSCTLS)
-        try:
-            with open(record_file, encoding="ascii") as f:
-                same = f.read() == text
-        except FileNotFoundError:
-            same = False
-        if not same:
-            changed.append(record_file)
-            if not check:
-                tmp = record_file + ".tmp"
-                with open(tmp, "w", encoding="ascii") as f:
-                    f.write(text)
-                os.chmod(tmp, 0o644)
-                os.replace(tmp, record_file)
-    return changed
 
 
 def _diff(header, before, after):
@@ -263,7 +233,9 @@ def sync_gateway_dataplane(gateways, private_keys=None, state="present", check=F
 
     `gateways`: entries of liqo.fabric.gateway_plan (ready ones for present). Returns changed, gateways
     (per-gateway results), probes (by interface, as tunnel_probe returns them; not in check mode), sysctls
-    (names changed) and diffs. `rx_steering`: RPS over every CPU on wireguard-go interfaces (else none).
+    (names and record file changed; with absent also sysctls_restored, the values put back) and diffs.
+    `sysctl_file`: the host's record of the host-wide sysctls (see host_sysctls); without it the values are
+    set and never restored. `rx_steering`: RPS over every CPU on wireguard-go interfaces (else none).
     `udp_buffer_size`: the least receive and send buffer of wireguard-go's UDP sockets (0: left alone).
     Raises DataplaneError on bad input before anything is written."""
     gateways = list(gateways or [])
@@ -280,9 +252,10 @@ def sync_gateway_dataplane(gateways, private_keys=None, state="present", check=F
             raise DataplaneError(str(e)) from None
         specs = validate(gateways, private_keys)
         if gateways:
-            result["sysctls"] = sync_sysctls(check, sysctl_file)
-            if result["sysctls"]:
-                result["diffs"].append(_diff("sysctls", "", _lines(result["sysctls"])))
+            res = host_sysctls.acquire(SYSCTLS, [gw["interface"] for gw in gateways], sysctl_file, check)
+            result["sysctls"] = res["changed"]
+            if res["changed"]:
+                result["diffs"].append(_diff("sysctls", res["before"], res["after"]))
     if gateways:
         nft = Nft("auto")  # one libnftables context for every table of the call
         try:
@@ -296,10 +269,13 @@ def sync_gateway_dataplane(gateways, private_keys=None, state="present", check=F
                 result["diffs"] += diffs
         finally:
             nft.close()
-    if state == "absent" and sysctl_file and os.path.exists(sysctl_file):
-        result["sysctls"].append(sysctl_file)
-        if not check:
-            os.unlink(sysctl_file)
+    if state == "absent":
+        # after the interfaces are gone: the values stay while another gateway of the host runs
+        res = host_sysctls.release(SYSCTLS, [gw["interface"] for gw in gateways], sysctl_file, check)
+        result["sysctls"] = res["changed"]
+        result["sysctls_restored"] = res["restored"]
+        if res["changed"]:
+            result["diffs"].append(_diff("sysctls", res["before"], res["after"]))
     if not check and state == "present":
         for gw in gateways:
             if gw.get("error"):

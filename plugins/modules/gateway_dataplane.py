@@ -20,7 +20,8 @@ description:
   - Every input is validated first; when any gateway's input is bad nothing is written and the message names
     the gateway and the field.
   - V(state=absent) removes the listed gateways' rules, routes, NAT tables and interfaces (wireguard-go process
-    and socket included) and the recorded sysctl file.
+    and socket included); when they were the host's last gateways, the sysctls get back the values found before
+    the first one (see O(sysctl_file)).
   - A second identical run writes nothing and reports no change.
   - One call replaces six module runs, each of which costs more than the work it does.
 author: liqo.fabric developers (@liqo-fabric)
@@ -31,7 +32,7 @@ attributes:
     support: full
   diff_mode:
     support: full
-    details: One diff per part (WireGuard without secrets, NAT table as nft text, routes, rules).
+    details: One diff per part (sysctls, WireGuard without secrets, NAT table as nft text, routes, rules).
   platform:
     platforms: posix
 requirements:
@@ -93,8 +94,12 @@ options:
     default: 7340032
   sysctl_file:
     description:
-      - File where the sysctl settings are recorded (C(name = value) lines, for boot-time loading). Not written
-        when omitted; removed with V(state=absent).
+      - The host's record of its host-wide sysctls (C(net.ipv4.ip_forward=1), C(net.ipv4.conf.all.rp_filter=2)),
+        one per host whatever the number of gateways on it. The first gateway records the values found before
+        it and the interfaces of the gateways running on the host; V(state=absent) takes the listed gateways off,
+        and when none is left puts the values found before back and removes the file. A valid sysctl.d file
+        (the wanted values, the rest in comments).
+      - When omitted the values are set and never restored.
     type: path
 notes:
   - Runs on the gateway host (use the C(liqo.fabric.netns) connection for a network namespace). Needs CAP_NET_ADMIN.
@@ -154,6 +159,11 @@ sysctls:
   type: list
   elements: str
   sample: [net.ipv4.ip_forward]
+sysctls_restored:
+  description: The values put back by the host's last gateway going (empty while other gateways run there).
+  returned: state=absent
+  type: dict
+  sample: {net.ipv4.ip_forward: "0", net.ipv4.conf.all.rp_filter: "0"}
 manifest:
   description:
     - What this host now owns, for the controller's drift checks (see module_utils/dataplane_manifest.py):

@@ -221,3 +221,82 @@ def test_handover_between_namespaces_of_one_machine(pair, netns_factory):
     assert res["gateways"][0]["wireguard"]["created"]
     assert run_module(MODULE, {"gateways": [gw], "state": "absent"}, netns=standby)["changed"]
     assert residue(standby, gw) == []
+
+
+SYSCTL_PATHS = {"net.ipv4.ip_forward": "/proc/sys/net/ipv4/ip_forward",
+                "net.ipv4.conf.all.rp_filter": "/proc/sys/net/ipv4/conf/all/rp_filter"}
+
+
+def sysctls(ns):
+    return {name: netns.exec_in(ns, ["cat", path]).stdout.strip() for name, path in SYSCTL_PATHS.items()}
+
+
+def ping(ns, dst, size=1312):
+    """Full-MTU pings through a tunnel (1340 - 28)."""
+    return netns.exec_in(ns, ["ping", "-c", "3", "-i", "0.2", "-W", "2", "-M", "do", "-s", str(size), dst], check=False).returncode == 0
+
+
+def test_two_gateways_on_one_host_share_the_sysctls_and_the_last_restores_them(pair, netns_factory):
+    """The host (server_ns) runs one gateway per peer: the values found before the first are recorded once,
+    kept while either runs, and put back when the last goes."""
+    host, rec = pair["server_ns"], pair["sysctl"]
+    netns.sysctl_in(host, {"net.ipv4.ip_forward": "0", "net.ipv4.conf.all.rp_filter": "1"})
+    found = sysctls(host)
+    (other,) = netns_factory("c")
+    netns.ip_batch([f"link add eth1 netns {other} type veth peer name eth1 netns {host}"])
+    netns.ip_batch(["addr add 192.168.78.1/24 dev eth1", "link set eth1 up"], netns=other)
+    netns.ip_batch(["addr add 192.168.78.2/24 dev eth1", "link set eth1 up"], netns=host)
+    tag = secrets.token_hex(2)
+    (priv_s2, pub_s2), (priv_c2, pub_c2) = wg.generate_keypair(), wg.generate_keypair()
+    s2 = dict(entry(tag, "Server", pub_c2, None, 24003), listen_port=51821, transit_address="169.254.18.5/30",
+              probe_address="169.254.18.6")
+    c2 = dict(entry(tag, "Client", pub_s2, "192.168.78.2:51821", 24004), transit_address="169.254.18.6/30",
+              probe_address="169.254.18.5")
+    s1 = pair["server"]
+    try:
+        first = build(pair, "server", sysctl_file=rec)
+        assert set(first["sysctls"]) == {rec, *SYSCTL_PATHS}, first["sysctls"]
+        second = run_module(MODULE, {"gateways": [s2], "private_keys": {s2["interface"]: priv_s2}, "sysctl_file": rec},
+                            netns=host, diff=True)
+        assert second["rc"] == 0 and second["sysctls"] == [rec], second.get("msg")  # only the list of gateways grew
+        assert sysctls(host) == {"net.ipv4.ip_forward": "1", "net.ipv4.conf.all.rp_filter": "2"}
+        with open(rec, encoding="ascii") as f:
+            text = f.read()
+        assert "net.ipv4.conf.all.rp_filter = 2" in text and s1["interface"] in text and s2["interface"] in text
+        assert "net.ipv4.conf.all.rp_filter=1" in text  # the value found before the first gateway
+        assert build(pair, "client", probe_wait=10)["probes"][pair["client"]["interface"]]["connected"]
+        res = run_module(MODULE, {"gateways": [c2], "private_keys": {c2["interface"]: priv_c2}, "probe_wait": 10}, netns=other)
+        assert res["probes"][c2["interface"]]["connected"], res["probes"]
+
+        gone = run_module(MODULE, {"gateways": [s1], "state": "absent", "sysctl_file": rec}, netns=host)
+        assert gone["changed"] and gone["sysctls"] == [rec] and gone["sysctls_restored"] == {}
+        assert residue(host, s1) == [] and os.path.exists(rec)
+        assert sysctls(host) == {"net.ipv4.ip_forward": "1", "net.ipv4.conf.all.rp_filter": "2"}
+        with open(rec, encoding="ascii") as f:
+            text = f.read()
+        assert s1["interface"] not in text and s2["interface"] in text
+        assert ping(other, "169.254.18.5")  # the other peer's tunnel still carries full-MTU traffic
+
+        check = run_module(MODULE, {"gateways": [s2], "state": "absent", "sysctl_file": rec}, netns=host, check=True, diff=True)
+        assert check["changed"] and os.path.exists(rec) and sysctls(host)["net.ipv4.ip_forward"] == "1"
+        diff = next(d for d in check["diff"] if d["after_header"] == "sysctls")
+        assert "rp_filter = 2" in diff["before"] and "rp_filter = 1" in diff["after"], diff
+
+        last = run_module(MODULE, {"gateways": [s2], "state": "absent", "sysctl_file": rec}, netns=host)
+        assert last["changed"] and last["sysctls_restored"] == {"net.ipv4.ip_forward": "0", "net.ipv4.conf.all.rp_filter": "1"}
+        assert sysctls(host) == found and not os.path.exists(rec)
+        assert residue(host, s2) == []
+        assert not run_module(MODULE, {"gateways": [s2], "state": "absent", "sysctl_file": rec}, netns=host)["changed"]
+    finally:
+        run_module(MODULE, {"gateways": [s2], "state": "absent"}, netns=host)
+        run_module(MODULE, {"gateways": [c2], "state": "absent"}, netns=other)
+
+
+def test_a_host_already_right_is_left_as_it_was(pair):
+    host, rec = pair["server_ns"], pair["sysctl"]
+    netns.sysctl_in(host, {"net.ipv4.ip_forward": "1", "net.ipv4.conf.all.rp_filter": "2"})
+    res = build(pair, "server", sysctl_file=rec)
+    assert res["sysctls"] == [rec]  # only the record: no value changed
+    gone = run_module(MODULE, {"gateways": [pair["server"]], "state": "absent", "sysctl_file": rec}, netns=host)
+    assert gone["sysctls_restored"] == {} and not os.path.exists(rec)
+    assert sysctls(host) == {"net.ipv4.ip_forward": "1", "net.ipv4.conf.all.rp_filter": "2"}
