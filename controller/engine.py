@@ -583,6 +583,8 @@ class Engine:
             with cs.lock:
                 cs.applied.pop(item.key, None)
                 cs.manifests.pop(item.key, None)
+                # a teardown that re-applied the nodes' overlay (without the gateway) declared it: newest wins
+                self._supersede(cs, item.key, drift_mod.manifest_from_stats(res.stats) or [])
                 cs.failures.pop(item.key, None)
                 cs.state_dirty = True
             cs.status.event(obj, "Normal", "Finalized", f"{os.path.basename(entry.finalizer_playbook)}: {res.message}")

@@ -134,7 +134,7 @@ table:
   sample: 18952
 manifest:
   description:
-    - What this node now owns, for the controller's drift checks (see module_utils/dataplane_manifest.py):
+    - What this node now owns, for the controller's drift checks (see module_utils/dataplane_manifest.py);
       C(kind) overlay, C(links) (names and MTUs), C(routes), C(rules) (as C(ip rule) prints them), C(nft_tables).
   returned: state=present, not in check mode
   type: dict
