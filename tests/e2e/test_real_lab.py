@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from tests.conftest import require_root
+from tests.e2e.fabric import wait_for
 from tests.lab import Lab, cleanup, netns
 from tests.lab.apiserver import kube_bin_dir
 from tests.lab.images import fabric_image, images, tiny_image
@@ -32,17 +33,6 @@ def kubectl(cluster, *args, check=True, input=None, timeout=60) -> subprocess.Co
     if check and proc.returncode != 0:
         raise AssertionError(f"kubectl {' '.join(args)}: {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
     return proc
-
-
-def wait_for(what, fn, timeout=90.0, interval=0.5):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
 
 
 def workloads() -> list[dict]:
@@ -120,10 +110,10 @@ def real_lab():
         for c in lab.clusters.values():
             kubectl(c, "apply", "-f", "-", input=manifest)
         for c in lab.clusters.values():
-            wait_for(f"{c.name}: 2 web pods and 3 probe pods Running",
-                     lambda c=c: len(running_pods(c, "web")) == 2 and len(running_pods(c, "probe")) == 3)
-            wait_for(f"{c.name}: web endpoints", lambda c=c: c.kube.core.read_namespaced_endpoints(
-                "web", "default").subsets, timeout=30)
+            wait_for(lambda c=c: len(running_pods(c, "web")) == 2 and len(running_pods(c, "probe")) == 3, timeout=90,
+                     what=f"{c.name}: 2 web pods and 3 probe pods Running")
+            wait_for(lambda c=c: c.kube.core.read_namespaced_endpoints(
+                "web", "default").subsets, timeout=30, what=f"{c.name}: web endpoints")
         yield lab
     finally:
         lab.down()
@@ -182,14 +172,14 @@ def test_clusterip_and_nodeport_services_answer_from_another_node(real_lab):
     def answered(out: str) -> bool:
         return any(f"hello from {n}" in out for n in names)
     # (retried: under load kube-proxy's iptables-restore may lag the Endpoints by seconds)
-    wait_for("ClusterIP from a pod", lambda: answered(http_get_from(c, client, cluster_ip, 80)), timeout=30)
+    wait_for(lambda: answered(http_get_from(c, client, cluster_ip, 80)), timeout=30, what="ClusterIP from a pod")
     # NodePort on a node that runs no web pod (kube-proxy forwards to another node), from a pod and from a node
     bare = c.node(client.spec.node_name)
-    wait_for("NodePort from a pod", lambda: answered(http_get_from(c, client, bare.underlay_ip, 30080)), timeout=30)
+    wait_for(lambda: answered(http_get_from(c, client, bare.underlay_ip, 30080)), timeout=30, what="NodePort from a pod")
     other = next(n for n in c.nodes if n.name != bare.name)
-    wait_for("NodePort from another node", lambda: answered(netns.run(
+    wait_for(lambda: answered(netns.run(
         ["nsenter", f"--net=/run/netns/{other.netns}", "curl", "-s", "-m", "5", f"http://{bare.underlay_ip}:30080/"],
-        check=False).stdout), timeout=30)
+        check=False).stdout), timeout=30, what="NodePort from another node")
 
 
 IN_CLUSTER = """
@@ -225,10 +215,11 @@ def test_in_cluster_config_with_a_role_bound_service_account(real_lab):
     ]
     # the token controller writes the ServiceAccount's token Secret asynchronously: retry the pod until admitted
     kubectl(c, "apply", "-f", "-", input=yaml.safe_dump_all(objs[:3]))
-    wait_for("the pod admitted with its token", lambda: kubectl(
-        c, "apply", "-f", "-", input=yaml.safe_dump(objs[3]), check=False).returncode == 0, timeout=30)
-    wait_for("in-cluster pod Succeeded", lambda: c.kube.core.read_namespaced_pod(
-        "in-cluster", "default").status.phase in ("Succeeded", "Failed"), timeout=90)
+    wait_for(lambda: kubectl(
+        c, "apply", "-f", "-", input=yaml.safe_dump(objs[3]), check=False).returncode == 0, timeout=30,
+        what="the pod admitted with its token")
+    wait_for(lambda: c.kube.core.read_namespaced_pod(
+        "in-cluster", "default").status.phase in ("Succeeded", "Failed"), timeout=90, what="in-cluster pod Succeeded")
     out = kubectl(c, "logs", "in-cluster").stdout
     result = json.loads(out.strip().splitlines()[-1])
     assert result["nodes"] == [200, sorted(n.name for n in c.nodes)]
@@ -250,16 +241,17 @@ def test_a_node_joins_and_leaves_at_run_time(real_lab):
     node = c.kube.core.read_node(plan.name)
     assert [x.status for x in node.status.conditions if x.type == "Ready"] == ["True"]
     assert node.spec.pod_cidr == plan.pod_cidr
-    probe = wait_for("a probe pod on the new node", lambda: [
-        p for p in running_pods(c, "probe") if p.spec.node_name == plan.name])[0]
+    probe = wait_for(lambda: [
+        p for p in running_pods(c, "probe") if p.spec.node_name == plan.name], timeout=90, what="a probe pod on the new node")[0]
     # reachable from the other nodes' pods (host-gw routes added both ways)
     client = next(p for p in running_pods(c, "web"))
     assert kubectl(c, "exec", client.metadata.name, "--", "ping", "-c", "1", "-W", "2", probe.status.pod_ip,
                    check=False).returncode == 0
     c.remove_node(plan.name)
     assert plan.name not in [n.metadata.name for n in c.kube.core.list_node().items]
-    wait_for("probe pods back to 3", lambda: len(running_pods(c, "probe")) == 3 and all(
-        p.spec.node_name != plan.name for p in c.kube.core.list_namespaced_pod("default").items))
+    wait_for(lambda: len(running_pods(c, "probe")) == 3 and all(
+        p.spec.node_name != plan.name for p in c.kube.core.list_namespaced_pod("default").items), timeout=90,
+        what="probe pods back to 3")
     assert plan.netns not in netns.list_netns()
     assert not [g for g in glob.glob("/sys/fs/cgroup/*/*") if os.path.basename(g) == plan.netns]
 

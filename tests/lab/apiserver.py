@@ -81,6 +81,22 @@ def _stop_pid(pid: int, grace: float = 5.0) -> None:
         pass
 
 
+def write_kubeconfig(path: str, name: str, server: str, ca: str, user: str, token: str) -> None:
+    """A token kubeconfig (0600) for `server`, trusting the CA file `ca`."""
+    import base64  # pylint: disable=import-outside-toplevel
+    with open(ca, "rb") as f:
+        ca_data = base64.b64encode(f.read()).decode()
+    cfg = {
+        "apiVersion": "v1", "kind": "Config", "current-context": name,
+        "clusters": [{"name": name, "cluster": {"server": server, "certificate-authority-data": ca_data}}],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": name, "context": {"cluster": name, "user": user}}],
+    }
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        yaml.safe_dump(cfg, f)
+
+
 class ApiServer:
     """etcd + kube-apiserver for one lab cluster. `start()` returns once /readyz answers ok."""
 
@@ -154,18 +170,7 @@ class ApiServer:
         return self
 
     def _write_kubeconfig(self) -> None:
-        with open(self.ca, "rb") as f:
-            import base64  # pylint: disable=import-outside-toplevel
-            ca_data = base64.b64encode(f.read()).decode()
-        cfg = {
-            "apiVersion": "v1", "kind": "Config", "current-context": self.name,
-            "clusters": [{"name": self.name, "cluster": {"server": self.url, "certificate-authority-data": ca_data}}],
-            "users": [{"name": f"{self.name}-admin", "user": {"token": self.token}}],
-            "contexts": [{"name": self.name, "context": {"cluster": self.name, "user": f"{self.name}-admin"}}],
-        }
-        fd = os.open(self.kubeconfig, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            yaml.safe_dump(cfg, f)
+        write_kubeconfig(self.kubeconfig, self.name, self.url, self.ca, f"{self.name}-admin", self.token)
 
     def _wait_ready(self, timeout: float) -> None:
         ctx = ssl.create_default_context(cafile=self.ca)

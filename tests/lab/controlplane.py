@@ -14,16 +14,14 @@ the scheduler and the controller manager.
 """
 from __future__ import annotations
 
-import base64
 import ipaddress
 import os
 import secrets
 import sys
 import time
 
-import yaml
 
-from tests.lab.apiserver import ApiServer, _stop_pid, etcd_binary, free_port, kube_bin_dir
+from tests.lab.apiserver import ApiServer, _stop_pid, etcd_binary, free_port, kube_bin_dir, write_kubeconfig
 from tests.lab.pki import make_pki
 
 API_PORT = 6443
@@ -107,18 +105,7 @@ class ControlPlane(ApiServer):
         return self
 
     def _write_node_kubeconfig(self) -> None:
-        with open(self.ca, "rb") as f:
-            ca_data = base64.b64encode(f.read()).decode()
-        cfg = {
-            "apiVersion": "v1", "kind": "Config", "current-context": self.name,
-            "clusters": [{"name": self.name, "cluster": {"server": self.in_cluster_url,
-                                                         "certificate-authority-data": ca_data}}],
-            "users": [{"name": "lab-node", "user": {"token": self.node_token}}],
-            "contexts": [{"name": self.name, "context": {"cluster": self.name, "user": "lab-node"}}],
-        }
-        fd = os.open(self.node_kubeconfig, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            yaml.safe_dump(cfg, f)
+        write_kubeconfig(self.node_kubeconfig, self.name, self.in_cluster_url, self.ca, "lab-node", self.node_token)
 
     def stop(self) -> None:
         for role in ("forward", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"):
