@@ -46,8 +46,8 @@ def make_pki(directory: str, common_name: str, extra_ips: tuple = ()) -> dict:
            .sign(ca_key, hashes.SHA256()))
     # The service-account signer must be RSA for a 1.20 apiserver.
     sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    paths = {name: os.path.join(directory, name) for name in ("ca.crt", "ca.key", "apiserver.crt", "apiserver.key",
-                                                                 "sa.key")}
+    names = ("ca.crt", "ca.key", "apiserver.crt", "apiserver.key", "sa.key")
+    paths = {name: os.path.join(directory, name) for name in names}
     _write(paths["ca.crt"], ca.public_bytes(serialization.Encoding.PEM))
     _write(paths["ca.key"], _pem_key(ca_key))
     _write(paths["apiserver.crt"], srv.public_bytes(serialization.Encoding.PEM))
