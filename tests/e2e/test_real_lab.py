@@ -194,7 +194,9 @@ def get(path):
             return r.status, sorted(i["metadata"]["name"] for i in json.load(r)["items"])
     except urllib.error.HTTPError as e:
         return e.code, None
-print(json.dumps({"nodes": get("/api/v1/nodes"), "secrets": get("/api/v1/namespaces/default/secrets")}))
+import controller.engine, ansible_collections.liqo.fabric.plugins.module_utils.kube_rest  # the image's collection
+print(json.dumps({"nodes": get("/api/v1/nodes"), "secrets": get("/api/v1/namespaces/default/secrets"),
+                  "collection": controller.engine.__file__}))
 """
 
 
@@ -223,6 +225,7 @@ def test_in_cluster_config_with_a_role_bound_service_account(real_lab):
     result = json.loads(out.strip().splitlines()[-1])
     assert result["nodes"] == [200, sorted(n.name for n in c.nodes)]
     assert result["secrets"] == [403, None]
+    assert result["collection"] == "/opt/liqo-fabric/ansible_collections/liqo/fabric/controller/engine.py"
 
 
 def test_kubectl_logs_and_exec(real_lab):
