@@ -304,12 +304,12 @@ def from_kubeconfig(paths, context=None):
     ctx = merged["contexts"][ctx_name][0]
     if not ctx.get("cluster") or ctx["cluster"] not in merged["clusters"]:
         raise KubeConfigError("%s: cluster '%s' is not defined" % (where, ctx.get("cluster")))
-    cluster, cbase, _ = merged["clusters"][ctx["cluster"]]
+    cluster, cbase = merged["clusters"][ctx["cluster"]][:2]
     user, ubase = {}, cbase
     if ctx.get("user"):
         if ctx["user"] not in merged["users"]:
             raise KubeConfigError("%s: user '%s' is not defined" % (where, ctx["user"]))
-        user, ubase, _ = merged["users"][ctx["user"]]
+        user, ubase = merged["users"][ctx["user"]][:2]
     if not cluster.get("server"):
         raise KubeConfigError("%s: cluster '%s' has no server" % (where, ctx["cluster"]))
     kwargs = {

@@ -14,7 +14,6 @@ import yaml
 
 from tests.ansible_run import VENV_BIN, ansible_env
 from tests.conftest import require_root
-from tests.e2e import fabric
 from tests.e2e.fabric import get, kubectl, playbook
 from tests.lab import Lab
 from tests.lab.credentials import client_cert_kubeconfig, exec_kubeconfig

@@ -114,9 +114,9 @@ def proxy():
                 line = self.rfile.readline().decode().strip()
                 if not line:
                     break
-                name, _, value = line.partition(":")
+                name, dummy, value = line.partition(":")
                 headers[name.lower()] = value.strip()
-            method, target, _ = request.split(" ", 2)
+            method, target = request.split(" ", 2)[:2]
             if method != "CONNECT":
                 self.wfile.write(b"HTTP/1.1 405 Method Not Allowed\r\n\r\n")
                 return
@@ -128,7 +128,7 @@ def proxy():
                 self.wfile.flush()
                 pair = {self.connection: upstream, upstream: self.connection}
                 while True:
-                    ready, _, _ = select.select(list(pair), [], [], 5)
+                    ready = select.select(list(pair), [], [], 5)[0]
                     if not ready:
                         return
                     for sock in ready:
