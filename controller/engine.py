@@ -699,7 +699,7 @@ class Engine:
             log.warning("drift check cannot read the dataplane", extra=_f(cluster=cs.name, key=key, reasons=unreadable[:10]))
         if not entry.status:
             return
-        _, objs, _ = self.current(cs, key)
+        objs = self.current(cs, key)[1]
         if unreadable:
             msg = "drift check cannot read the dataplane: " + "; ".join(unreadable[:3])
             self._set_status_many(cs, [(o, "degraded", msg, "DriftCheckFailed") for o in objs.values()])

@@ -43,7 +43,7 @@ def gateway(gateways, result, rules_of, routes_of, sysctls):
     built = {g.get("interface"): g for g in result.get("gateways") or []}
     out = dict(where(), kind="gateway")
     out.update({"links": [], "wireguard": [], "routes": [], "rules": [], "nft_tables": [],
-           "sysctls": dict(sysctls)})
+                "sysctls": dict(sysctls)})
     for gw in gateways or []:
         iface = gw.get("interface")
         if iface not in built or gw.get("error"):
@@ -64,10 +64,10 @@ def overlay(node_plan, table, result, nat_table, nat_family="ip"):
     node_plan = node_plan or {}
     out = dict(where(), kind="overlay")
     out.update({
-           "links": [{"name": ln["name"], "mtu": ln.get("mtu")} for ln in node_plan.get("links") or []],
-           "routes": route_dsts(node_plan.get("routes"), table),
-           "rules": rule_lines(node_plan.get("rules") or [], table),
-           "nft_tables": []})
+        "links": [{"name": ln["name"], "mtu": ln.get("mtu")} for ln in node_plan.get("links") or []],
+        "routes": route_dsts(node_plan.get("routes"), table),
+        "rules": rule_lines(node_plan.get("rules") or [], table),
+        "nft_tables": []})
     rules = int(((result or {}).get("nat") or {}).get("rules") or 0)
     if node_plan.get("bypass"):
         out["nft_tables"].append({"family": nat_family, "name": nat_table, "rules": rules})

@@ -207,7 +207,7 @@ def fault_flush_nft(lab):
 
 
 def fault_delete_node_routes(lab):
-    ns, _ = _node(lab)
+    ns = _node(lab)[0]
     sh("ip", "-n", ns, "route", "flush", "table", "18952")
     return "missing from table 18952"
 
@@ -220,7 +220,7 @@ def fault_delete_node_rules(lab):
 
 
 def fault_kill_wireguard_go(lab):
-    _, t = _gw(lab)
+    t = _gw(lab)[1]
     iface = t["wireguard"][0]["name"]
     with open(f"/var/run/wireguard/{iface}.pid", encoding="ascii") as f:
         os.kill(int(f.read().strip()), signal.SIGKILL)
@@ -248,7 +248,7 @@ def fault_change_mtu(lab):
 
 def fault_wrong_peer_endpoint(lab):
     from ansible_collections.liqo.fabric.plugins.module_utils import wireguard as wg  # pylint: disable=import-outside-toplevel
-    _, t = _gw(lab)
+    t = _gw(lab)[1]
     spec = t["wireguard"][0]
     peer = next(p for p in spec["peers"] if p.get("endpoint"))
     host, port = wg.split_endpoint(peer["endpoint"], "endpoint")
