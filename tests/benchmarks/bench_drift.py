@@ -5,7 +5,8 @@ LIQO_BENCH_DRIFT_PERIOD overrides it), and each fault, one at a time, nobody run
 Prints the table fault / detected after / repaired after (from the fault to the drift check that found it, and
 from there to the end of the forced reconcile) / traffic back after, with the targets (detection <= the drift
 period, repair <= 5 s after detection), and the repair against a reconcile by hand (one ansible-playbook run of
-the same playbook, measured in the same run).
+the same playbook, measured in the same run). A wrong peer endpoint can be put right by WireGuard itself (the
+peer roams back to the address authenticated packets come from) before a 30 s check sees it: the table says so.
 """
 from __future__ import annotations
 
@@ -53,7 +54,12 @@ def run() -> None:
                      "the controller's first runs", interval=1)
             wait_for(lambda: traffic(lab), 30, "traffic")
             for name in FAULTS:
-                rows.append(inject_and_measure(lab, ctl, name, timeout=period * 2 + 60))
+                try:
+                    rows.append(inject_and_measure(lab, ctl, name, timeout=period * 2 + 15))
+                except AssertionError as exc:   # reported in the table; the next faults still run
+                    back = traffic(lab)
+                    rows.append({"fault": name, "key": "", "error": str(exc).split(" (last")[0][:90],
+                                 "traffic_ok": back})
         finally:
             ctl.stop()
             ctl.reap_orphans()
@@ -63,12 +69,18 @@ def run() -> None:
     print(f"  drift period {period:.0f} s; reconcile by hand: reconcile_gateway {hand_gw:.2f} s, "
           f"reconcile_overlay {hand_ov:.2f} s")
     print(f"  {'fault':<40} {'detected after':>15} {'repaired after':>15} {'traffic back':>13}")
+    done = [r for r in rows if "error" not in r]
     for r in rows:
+        if "error" in r:
+            print(f"  {r['fault']:<40} NOT MEASURED: {r['error']} (traffic {'fine' if r['traffic_ok'] else 'broken'})")
+            continue
         ok_d = "met" if r["detected"] <= period else "MISSED"
         ok_r = "met" if r["repaired"] <= REPAIR_TARGET else "MISSED"
         print(f"  {r['fault']:<40} {r['detected']:>12.2f} s {ok_d:<6} {r['repaired']:>8.2f} s {ok_r:<6} {r['traffic']:>9.2f} s")
-    figure("worst detection after the fault", max(r["detected"] for r in rows), "s", target=period)
-    figure("worst repair after detection", max(r["repaired"] for r in rows), "s", target=REPAIR_TARGET)
-    for r in rows:
+    if not done:
+        return
+    figure("worst detection after the fault", max(r["detected"] for r in done), "s", target=period)
+    figure("worst repair after detection", max(r["repaired"] for r in done), "s", target=REPAIR_TARGET)
+    for r in done:
         hand = hand_gw if r["key"].split("/")[1] in ("GatewayServer", "GatewayClient") else hand_ov
         ratio(f"repair of '{r['fault']}' / reconcile by hand", r["repaired"], hand)
