@@ -14,7 +14,7 @@ import os
 import socket
 import threading
 import time
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Set
 
 from controller import drift as drift_mod
 from controller import hashing
@@ -71,6 +71,7 @@ class ClusterState:
         self.manifests: Dict[str, object] = {}            # work key -> dataplane manifest
         self.failures: Dict[str, int] = {}
         self.drift_unreadable: Dict[str, List[str]] = {}  # work key -> what its last drift check could not read
+        self.forced_for_manifest: Set[str] = set()        # keys a resync already ran by force to record a manifest
         self.epoch = 0                                    # bumped when related objects / Secrets change
         self._memo: Dict[tuple, str] = {}
         self.state_dirty = False
@@ -583,6 +584,7 @@ class Engine:
             with cs.lock:
                 cs.applied.pop(item.key, None)
                 cs.manifests.pop(item.key, None)
+                cs.forced_for_manifest.discard(item.key)
                 # a teardown that re-applied the nodes' overlay (without the gateway) declared it: newest wins
                 self._supersede(cs, item.key, drift_mod.manifest_from_stats(res.stats) or [])
                 cs.failures.pop(item.key, None)
@@ -599,7 +601,8 @@ class Engine:
 
         The input hash skips unchanged keys, but a key with a drift check also gets its dataplane looked
         at: the check runs now when a manifest is stored, and a key applied without one (state from an
-        older controller, a run that declared nothing) is reconciled by force, which records it."""
+        older controller) is reconciled by force once, which records it. A playbook that declares nothing
+        (no dataplane) is not forced again on every resync."""
         with cs.lock:
             keys = [k for k, e in cs.key_entry.items() if entry is None or e is entry or e.key == entry.key]
         enq = 0
@@ -611,11 +614,15 @@ class Engine:
             with cs.lock:
                 checkable = e is not None and e.enabled and k in cs.applied and k not in cs.failures
                 has_manifest = k in cs.manifests
+                forced_before = k in cs.forced_for_manifest
             if not checkable:
                 continue
             if has_manifest:
                 enq += self.check_drift(cs, e, keys=[k])
-            elif self.consider(cs, k, PRIO_RESYNC, "resync: dataplane never checked (no manifest)", force=True):
+            elif not forced_before and self.consider(cs, k, PRIO_RESYNC, "resync: dataplane never checked (no manifest)",
+                                                     force=True):
+                with cs.lock:
+                    cs.forced_for_manifest.add(k)
                 enq += 1
         return len(keys), enq
 

@@ -19,8 +19,8 @@ from ansible_collections.liqo.fabric.plugins.module_utils import host_sysctls
 from ansible_collections.liqo.fabric.plugins.module_utils import nat_table as nat
 from ansible_collections.liqo.fabric.plugins.module_utils import routing
 from ansible_collections.liqo.fabric.plugins.module_utils import rx_steering as rps  # the option is rx_steering
-from ansible_collections.liqo.fabric.plugins.module_utils import socket_buffers as sockbuf
 from ansible_collections.liqo.fabric.plugins.module_utils import wireguard as wg
+from ansible_collections.liqo.fabric.plugins.module_utils import wireguard_go_version
 # NftError is re-exported for the module
 from ansible_collections.liqo.fabric.plugins.module_utils.nftables import Nft, NftError  # noqa: F401 # pylint: disable=unused-import
 from ansible_collections.liqo.fabric.plugins.module_utils.tunnel_probe import probe
@@ -153,22 +153,7 @@ def _steering(iface, wres, enabled, check):
     return rps.sync_rps(iface, enabled, check)
 
 
-def _buffers(wres, size, check):
-    """UDP socket buffers of a wireguard-go (see socket_buffers). Sockets that cannot be reached (no
-    pidfd_getfd, no permission) are reported, not fatal: the tunnel works with default buffers."""
-    if wres.get("backend") != wg.BACKEND_USERSPACE or not size:
-        return _unchanged()
-    if check and wres["created"]:  # no process yet: its sockets would get the size
-        return dict(_unchanged(), changed=True)
-    if not wres.get("pid"):
-        return _unchanged(skipped="no wireguard-go process found")
-    try:
-        return sockbuf.sync_buffers(wres["pid"], size, check)
-    except sockbuf.SocketBufferError as e:
-        return _unchanged(skipped=e.strerror)
-
-
-def _build(gw, spec, check, nft, handover_wait=0.0, rx_steer=True, buffer_size=0):
+def _build(gw, spec, check, nft, handover_wait=0.0, rx_steer=True):
     """One gateway, in dependency order. Returns (result, diffs)."""
     iface = gw["interface"]
     waited = wait_name_free(iface, handover_wait) if handover_wait and not check else 0.0
@@ -180,8 +165,6 @@ def _build(gw, spec, check, nft, handover_wait=0.0, rx_steer=True, buffer_size=0
     out["wireguard"] = {k: wres.get(k) for k in ("changed", "created", "backend", "pid", "writes")}
     steer = _steering(iface, wres, rx_steer, check)
     out["rx_steering"] = {"changed": steer["changed"], "rps_cpus": steer["after"]}
-    bufs = _buffers(wres, buffer_size, check)
-    out["udp_buffers"] = {k: bufs[k] for k in ("changed", "after", "skipped") if k in bufs}
     nres = nat.ensure(_nat_spec(gw), check_mode=check, nft=nft)
     out["nat"] = {"changed": nres["changed"], "table": nres["table"], "rules": nres["rules"]}
     if check and wres["created"]:
@@ -193,14 +176,13 @@ def _build(gw, spec, check, nft, handover_wait=0.0, rx_steer=True, buffer_size=0
     rules = routing.sync_rules(_rules(gw), tables=[gw["table"]], check=check)
     out["routes"] = {k: routes[k] for k in ("changed", "added", "replaced", "removed", "writes")}
     out["rules"] = {k: rules[k] for k in ("changed", "added", "removed", "writes")}
-    parts = ("wireguard", "rx_steering", "udp_buffers", "nat", "routes", "rules")
+    parts = ("wireguard", "rx_steering", "nat", "routes", "rules")
     out["changed"] = any(out[k]["changed"] for k in parts)
     out["seconds"]["total"] = round(time.monotonic() - t0, 3)
-    out["writes"] = ((wres.get("writes") or 0) + steer["writes"] + bufs["writes"] + (1 if nres["changed"] and not check else 0)
+    out["writes"] = ((wres.get("writes") or 0) + steer["writes"] + (1 if nres["changed"] and not check else 0)
                      + routes["writes"] + rules["writes"])
     diffs = [_diff("wireguard %s" % iface, _wg_text(wres["diff"]["before"]), _wg_text(wres["diff"]["after"])),
              _diff("rps_cpus of %s" % iface, _lines(steer["before"]), _lines(steer["after"])),
-             _diff("udp buffers of the wireguard-go of %s" % iface, _lines(bufs["before"]), _lines(bufs["after"])),
              _diff("nft table ip %s" % gw["nat_table"], nres["diff"]["before"], nres["diff"]["after"]),
              _diff("table %s" % gw["table"], _lines(routes["before"]), _lines(routes["after"])),
              _diff("rules of table %s" % gw["table"], _lines(rules["before"]), _lines(rules["after"]))]
@@ -227,16 +209,15 @@ def _teardown(gw, check, nft):
 
 
 def sync_gateway_dataplane(gateways, private_keys=None, state="present", check=False, probe_wait=0.0,
-                           sysctl_file=None, handover_wait=0.0, rx_steering=True,
-                           udp_buffer_size=sockbuf.DEFAULT_SIZE):
+                           sysctl_file=None, handover_wait=0.0, rx_steering=True):
     """Makes this host run exactly `gateways` (state present) or none of them (absent).
 
     `gateways`: entries of liqo.fabric.gateway_plan (ready ones for present). Returns changed, gateways
     (per-gateway results), probes (by interface, as tunnel_probe returns them; not in check mode), sysctls
-    (names and record file changed; with absent also sysctls_restored, the values put back) and diffs.
+    (names and record file changed; with absent also sysctls_restored, the values put back), wireguard_go
+    (the binary's path, version, offloads and a warning when it has none; when a gateway runs on it) and diffs.
     `sysctl_file`: the host's record of the host-wide sysctls (see host_sysctls); without it the values are
     set and never restored. `rx_steering`: RPS over every CPU on wireguard-go interfaces (else none).
-    `udp_buffer_size`: the least receive and send buffer of wireguard-go's UDP sockets (0: left alone).
     Raises DataplaneError on bad input before anything is written."""
     gateways = list(gateways or [])
     if state not in ("present", "absent"):
@@ -246,10 +227,6 @@ def sync_gateway_dataplane(gateways, private_keys=None, state="present", check=F
         for i, gw in enumerate(gateways):
             _check_keys(i, gw, REQUIRED)
     else:
-        try:
-            sockbuf.check_size(udp_buffer_size)
-        except ValueError as e:
-            raise DataplaneError(str(e)) from None
         specs = validate(gateways, private_keys)
         if gateways:
             res = host_sysctls.acquire(SYSCTLS, [gw["interface"] for gw in gateways], sysctl_file, check)
@@ -263,12 +240,13 @@ def sync_gateway_dataplane(gateways, private_keys=None, state="present", check=F
                 if state == "absent":
                     out, diffs = _teardown(gw, check, nft)
                 else:
-                    out, diffs = _build(gw, specs[gw["interface"]], check, nft, handover_wait, rx_steering,
-                                        udp_buffer_size)
+                    out, diffs = _build(gw, specs[gw["interface"]], check, nft, handover_wait, rx_steering)
                 result["gateways"].append(out)
                 result["diffs"] += diffs
         finally:
             nft.close()
+    if state == "present" and any(g["wireguard"]["backend"] == wg.BACKEND_USERSPACE for g in result["gateways"]):
+        result["wireguard_go"] = wireguard_go_version.probe(wg.WIREGUARD_GO)
     if state == "absent":
         # after the interfaces are gone: the values stay while another gateway of the host runs
         res = host_sysctls.release(SYSCTLS, [gw["interface"] for gw in gateways], sysctl_file, check)

@@ -41,7 +41,7 @@ def parse_record(text):
     for line in text.splitlines():
         if line.startswith(BEFORE):
             for item in line[len(BEFORE):].split():
-                name, _, value = item.partition("=")
+                name, dummy, value = item.partition("=")
                 if name and value:
                     before[name] = value
         elif line.startswith(GATEWAYS):
@@ -91,7 +91,7 @@ def acquire(wanted, interfaces, record_file=None, check=False):
     found before (only when there is no record yet) and adds `interfaces` to the record's gateways.
     Returns changed (the names and the record file changed), before/after (text, for a diff)."""
     res = _result()
-    current = {n: read_value(n) for n, _ in wanted}
+    current = {name: read_value(name) for name, dummy in wanted}
     record = read_record(record_file) if record_file else None
     if record_file:
         before, gateways = record if record is not None else (current, [])
@@ -123,7 +123,7 @@ def release(wanted, interfaces, record_file=None, check=False):
     record = read_record(record_file) if record_file else None
     if record is None:
         return res
-    before, gateways = record
+    before, gateways = record[0], record[1]
     rest = _live(gateways) - set(interfaces)
     if rest:
         text = format_record(wanted, before, rest)

@@ -38,7 +38,8 @@ attributes:
 requirements:
   - pyroute2
   - nftables (libnftables or the nft command)
-  - wireguard-go (when the kernel has no wireguard module)
+  - wireguard-go (when the kernel has no wireguard module); v0.0.20230223 or later (Debian bookworm-backports'
+    0.0.20231211) for its offloads, an older one works several times slower and gets a warning
 options:
   gateways:
     description:
@@ -82,16 +83,6 @@ options:
         on a host with one CPU (mask 0).
     type: bool
     default: true
-  udp_buffer_size:
-    description:
-      - The least receive and send buffer, in bytes, of the UDP sockets of a wireguard-go gateway. Debian's
-        wireguard-go leaves them at the host default (208 KiB), and a receiving gateway drops tunnel packets
-        there under load (thousands per second at ~300 Mbit/s in the lab); later wireguard-go releases set 7 MiB
-        themselves. Set on wireguard-go's own sockets only (through pidfd_getfd, Linux 5.6 or later), never
-        shrunk; where that is not possible the result says why in C(udp_buffers.skipped) and a warning is given.
-      - V(0) leaves the sockets alone. Ignored for the kernel WireGuard backend.
-    type: int
-    default: 7340032
   sysctl_file:
     description:
       - The host's record of its host-wide sysctls (C(net.ipv4.ip_forward=1), C(net.ipv4.conf.all.rp_filter=2)),
@@ -133,7 +124,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 gateways:
-  description: What was done (or would be) per gateway, by part (wireguard, rx_steering, udp_buffers, nat, routes, rules).
+  description: What was done (or would be) per gateway, by part (wireguard, rx_steering, nat, routes, rules).
   returned: always
   type: list
   elements: dict
@@ -144,7 +135,6 @@ gateways:
       writes: 5
       wireguard: {changed: true, created: true, backend: wireguard-go, pid: 4242, writes: 2}
       rx_steering: {changed: true, rps_cpus: ["3"]}
-      udp_buffers: {changed: true, after: ["udp 0.0.0.0:51820 rcvbuf 14680064 sndbuf 14680064"]}
       nat: {changed: true, table: lfgw_1a2b3c4d5e6f, rules: 7}
       routes: {changed: true, added: ["0.0.0.0/0 dev lwg1a2b3c4d scope link"], replaced: [], removed: [], writes: 1}
       rules: {changed: true, added: ["1800: from all fwmark 0x5e2a lookup 24106"], removed: [], writes: 2}
@@ -159,6 +149,14 @@ sysctls:
   type: list
   elements: str
   sample: [net.ipv4.ip_forward]
+wireguard_go:
+  description:
+    - The wireguard-go the gateways run on (path, version as the binary prints it, offloads) and, when it lacks
+      the vectorized I/O and TCP/UDP offloads of v0.0.20230223 (Debian bookworm's 0.0.20220316), a warning naming
+      the package to install (wireguard-go 0.0.20231211 from bookworm-backports); the task warns too.
+  returned: state=present, when a gateway uses the wireguard-go backend
+  type: dict
+  sample: {path: /usr/bin/wireguard-go, version: 0.0.20230223, offloads: true, warning: null}
 sysctls_restored:
   description: The values put back by the host's last gateway going (empty while other gateways run there).
   returned: state=absent
@@ -194,7 +192,6 @@ def main():
             sysctl_file=dict(type="path"),
             handover_wait=dict(type="float", default=0),
             rx_steering=dict(type="bool", default=True),
-            udp_buffer_size=dict(type="int", default=7340032),
         ),
         required_if=[("state", "present", ("private_keys",))],
         supports_check_mode=True,
@@ -205,15 +202,13 @@ def main():
     try:
         result = gd.sync_gateway_dataplane(p["gateways"], p["private_keys"], p["state"], module.check_mode,
                                            p["probe_wait"], p["sysctl_file"], p["handover_wait"],
-                                           p["rx_steering"], p["udp_buffer_size"])
+                                           p["rx_steering"])
     except gd.DataplaneError as e:
         module.fail_json(msg=str(e))
     except (gd.wg.WireGuardError, gd.routing.NetlinkError, gd.NftError, gd.rps.SteeringError, OSError) as e:
         module.fail_json(msg="gateway dataplane: %s" % e, exception=traceback.format_exc())
-    for gw in result["gateways"]:
-        skipped = gw.get("udp_buffers", {}).get("skipped")
-        if skipped:
-            module.warn("%s: UDP buffers of wireguard-go left as they are: %s" % (gw["interface"], skipped))
+    if (result.get("wireguard_go") or {}).get("warning"):
+        module.warn(result["wireguard_go"]["warning"])
     if p["state"] == "present" and not module.check_mode:
         result["manifest"] = dataplane_manifest.gateway(p["gateways"], result, gd._rules, gd._routes,  # pylint: disable=protected-access
                                                         gd.SYSCTLS)

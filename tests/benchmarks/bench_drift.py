@@ -58,7 +58,7 @@ def run() -> None:
                     rows.append(inject_and_measure(lab, ctl, name, timeout=period * 2 + 15))
                 except AssertionError as exc:   # reported in the table; the next faults still run
                     back = traffic(lab)
-                    rows.append({"fault": name, "key": "", "error": str(exc).split(" (last")[0][:90],
+                    rows.append({"fault": name, "key": "", "error": str(exc).split(" (last", maxsplit=1)[0][:90],
                                  "traffic_ok": back})
         finally:
             ctl.stop()

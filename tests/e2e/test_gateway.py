@@ -202,8 +202,13 @@ def test_disconnect_leaves_zero_residue_and_reset_removes_configurations(lab):
     a, b = lab["a"], lab["b"]
     nodes = [a.gateway_nodes[0].netns, b.gateway_nodes[0].netns]
     assert all(_dataplane(n) for n in nodes)
-    wg_before = _wireguard_processes()
+    # this lab's only: other runs on the machine have their own wireguard-go processes
+    in_lab = {p for n in nodes for p in netns.pids_in_netns(n)}
+    wg_before = [p for p in _wireguard_processes() if p in in_lab]
     assert len(wg_before) >= 2
+    ifnames = [line.split()[0].split("@")[0] for n in nodes
+               for line in netns.exec_in(n, ["ip", "-br", "link"]).stdout.splitlines() if line.startswith("lwg")]
+    assert len(ifnames) == 2
     out = playbook("disconnect", lab.inventory_path, kubeconfig=a.kubeconfig, remote_kubeconfig=b.kubeconfig,
                    gateway_group="cluster_a_gateway", remote_gateway_group="cluster_b_gateway", confirm="yes").stdout
     OUTPUTS.append(out)
@@ -214,7 +219,7 @@ def test_disconnect_leaves_zero_residue_and_reset_removes_configurations(lab):
     assert not left, [(pid, open(f"/proc/{pid}/cmdline", encoding="utf-8").read(),
                        subprocess.run(["ip", "netns", "identify", str(pid)], capture_output=True, text=True, check=False).stdout)
                       for pid in left]
-    assert not [e for e in os.listdir("/var/run/wireguard") if e.startswith("lwg")]
+    assert not [e for e in os.listdir("/var/run/wireguard") if e.split(".")[0] in ifnames]
     for cluster in (a, b):
         for kind in ("gatewayservers", "gatewayclients", "connections", "publickeies"):
             assert get(cluster, kind) == []

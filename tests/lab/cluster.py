@@ -271,6 +271,8 @@ class LabCluster:
                 "ansible_host": node.netns, "ansible_connection": "liqo.fabric.netns",
                 "ansible_python_interpreter": sys.executable, "node_name": node.name,
                 "internal_ip": node.underlay_ip, "node_pod_cidr": node.pod_cidr,
+                # one sysctl record per host: labs on one machine share /run and their host names
+                "gateway_sysctl_file": f"/run/liqo-fabric-sysctl-{node.netns}.conf",
             }
             if node.gateway:
                 hosts[node.name]["wan_ip"] = node.wan_ip.split("/")[0]

@@ -24,7 +24,7 @@ def host(tmp_path, monkeypatch):
 
 
 def values():
-    return {n: hs.read_value(n) for n, _ in WANTED}
+    return {name: hs.read_value(name) for name, dummy in WANTED}
 
 
 def test_record_parse_round_trip():

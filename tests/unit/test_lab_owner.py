@@ -50,7 +50,8 @@ def test_start_time_survives_a_command_name_with_parentheses_and_spaces(tmp_path
     exe.symlink_to(sys.executable)
     proc = subprocess.Popen([str(exe), "-c", "import time; time.sleep(30)"])
     try:
-        assert owner.start_time(proc.pid) == owner.start_time(proc.pid) is not None
+        started = owner.start_time(proc.pid)
+        assert started is not None and owner.start_time(proc.pid) == started
         assert owner.status(owner.record(proc.pid)) == owner.ALIVE
     finally:
         proc.kill()
