@@ -35,9 +35,9 @@ def describe(path, version):
     offloads = version is not None and version >= OFFLOADS_SINCE
     warning = None
     if not offloads:
+        shown = "v" + ".".join(map(str, version)) if version else "of unknown version"
         warning = ("%s is wireguard-go %s, without vectorized I/O and TCP/UDP offloads (from v%s): tunnels run several "
-                   "times slower; install %s" % (path, "v" + ".".join(map(str, version)) if version else "of unknown version",
-                                                   ".".join(map(str, OFFLOADS_SINCE)), PACKAGE))
+                   "times slower; install %s" % (path, shown, ".".join(map(str, OFFLOADS_SINCE)), PACKAGE))
     return {"path": path, "version": ".".join(map(str, version)) if version else None, "offloads": offloads,
             "warning": warning}
 

@@ -335,13 +335,14 @@ def test_exec_plugin_token_is_cached_until_its_expiry(pki, server, tmp_path):
 
 def test_an_expired_exec_credential_is_fetched_again(pki, server, tmp_path):
     exec_plugin(tmp_path, TOKEN_PLUGIN)
-    # valid for 11 s: 1 s later it is within the 10 s safety margin, so the next request fetches a new one
-    path = write_kubeconfig(tmp_path / "kc", server, exec_user(env={"LIFETIME": "11"}), ca_extra(pki))
+    # valid for 14 s: 4 s later it is within the 10 s safety margin, so the next request fetches a new one
+    # (4 s, not 1, so that a slow start of the plugin on a loaded machine does not expire it early)
+    path = write_kubeconfig(tmp_path / "kc", server, exec_user(env={"LIFETIME": "14"}), ca_extra(pki))
     conn = Connection.load(path)
     try:
         assert conn.request("GET", "/a")["auth"] == "Bearer tok-1"
         assert conn.request("GET", "/a")["auth"] == "Bearer tok-1"
-        time.sleep(1.5)
+        time.sleep(4.5)
         assert conn.request("GET", "/b")["auth"] == "Bearer tok-2"
     finally:
         conn.close()
