@@ -77,8 +77,10 @@ def listen_port(gateway, gid):
 
 
 def plan(gateway, configurations, public_keys, local_cluster_id, endpoint_address, internal_cidr="10.80.0.0/16",
-         local_public_key=None):
-    """The plan of one gateway (see the module docstring); never raises for bad CR content."""
+         local_public_key=None, need_endpoint=True):
+    """The plan of one gateway (see the module docstring); never raises for bad CR content.
+    need_endpoint=False: a server without an endpoint address is not an error (the overlay's view, which
+    does not know the gateway host's address)."""
     kind = gateway["kind"]
     meta = gateway.get("metadata") or {}
     spec = gateway.get("spec") or {}
@@ -117,7 +119,7 @@ def plan(gateway, configurations, public_keys, local_cluster_id, endpoint_addres
     if not remote_id:
         return fail("MissingRemoteClusterID", "metadata.labels[%s]: required, the id of the remote cluster"
                     % REMOTE_CLUSTER_ID_LABEL)
-    if role == "Server" and not endpoint_address:
+    if role == "Server" and not endpoint_address and need_endpoint:
         return fail("NoEndpointAddress", "the gateway host has no endpoint address (set gateway_endpoint_address)")
     endpoint = None
     if role == "Client":

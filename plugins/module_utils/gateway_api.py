@@ -57,9 +57,14 @@ def ensure_key_secret(kube, gateway, secret_name, check_mode=False):
     return public, private, True
 
 
-def gateway_plans(kube, endpoint_address, internal_cidr, namespace=None, name=None, kinds=None, check_mode=False):
+def gateway_plans(kube, endpoint_address, internal_cidr, namespace=None, name=None, kinds=None, check_mode=False,
+                  validate=True):
     """(plans, private_keys, changed): one plan per gateway, key Secrets created where missing;
-    private_keys maps a plan's interface name to its private key (never put into a plan)."""
+    private_keys maps a plan's interface name to its private key (never put into a plan).
+
+    Each gateway's template is rendered and its manifests validated (server-side dry run) first: a gateway
+    whose manifests fail gets an error and is not ready (nothing is built for it, no key Secret is created).
+    validate=False skips that (a teardown)."""
     cluster_id = kube.cluster_id()
     gateways = list_gateways(kube, namespace, name, kinds)
     confs = kube.list("Configuration")
@@ -67,10 +72,62 @@ def gateway_plans(kube, endpoint_address, internal_cidr, namespace=None, name=No
     plans, keys, changed = [], {}, False
     for gw in gateways:
         p = plan(gw, confs, pks, cluster_id, endpoint_address, internal_cidr)
-        p["public_key"], keys[p["interface"]], created = ensure_key_secret(kube, gw, p["secret_name"], check_mode)
-        changed = changed or created
+        if validate:
+            check_manifests(kube, gw, p)
+        if p["error"] and p["error"]["reason"] in MANIFEST_REASONS:  # never built: no key Secret written
+            p["public_key"] = ensure_key_secret(kube, gw, p["secret_name"], check_mode=True)[0]
+        else:
+            p["public_key"], keys[p["interface"]], created = ensure_key_secret(kube, gw, p["secret_name"], check_mode)
+            changed = changed or created
         plans.append(p)
     return plans, keys, changed
+
+
+MANIFEST_REASONS = ("InvalidGatewayTemplate", "GatewayManifestRejected")
+
+
+def built_gateways(kube, cluster_id, configurations):
+    """Plans of the gateways the gateway role builds (the overlay routes through these only): not being
+    deleted, ready, manifests valid. Read-only: no key Secret is created."""
+    pks = None
+    out = []
+    for gw in list_gateways(kube):
+        if gw["metadata"].get("deletionTimestamp"):
+            continue
+        if pks is None:
+            pks = kube.list("PublicKey")
+        p = plan(gw, configurations, pks, cluster_id, None, need_endpoint=False)
+        if p["ready"] and check_manifests(kube, gw, p)["ready"]:
+            out.append(p)
+    return out
+
+
+def manifest_problem(kube, gateway, plan_):
+    """Why the gateway's template cannot give valid in-cluster manifests: (reason, message), or None.
+    Renders the template and validates every object with a server-side dry run (nothing is persisted)."""
+    objs, error = render_manifests(kube, gateway, plan_)
+    if error:
+        return MANIFEST_REASONS[0], error
+    for obj in objs:
+        try:
+            kube.apply(obj, dry_run=True)
+        except ApiException as exc:
+            return MANIFEST_REASONS[1], "%s %s rendered from the template: rejected by the apiserver (%s): %s" % (
+                obj["kind"], obj["metadata"].get("name"), exc.status, _api_message(exc))
+    return None
+
+
+def check_manifests(kube, gateway, plan_):
+    """Marks the plan an error (not ready) when its manifests are invalid; keeps an earlier error (the CR's
+    own fields are reported first). Records that the manifests were validated (publish skips a second check)."""
+    if plan_.get("error") and plan_["error"]["reason"] not in ("MTUMismatch",):
+        return plan_
+    problem = manifest_problem(kube, gateway, plan_)
+    plan_["manifests_checked"] = True
+    if problem:
+        plan_["error"] = {"reason": problem[0], "message": problem[1]}
+        plan_["ready"] = False
+    return plan_
 
 
 TEMPLATE_REF = {"GatewayServer": "serverTemplateRef", "GatewayClient": "clientTemplateRef"}
@@ -114,7 +171,10 @@ def publish(kube, plan_, probe=None, check_mode=False, manifests="dry_run"):
         return changed, None
     gw.setdefault("kind", kind)
     manifest_error = None
-    if manifests != "skip":
+    if manifests == "dry_run" and plan_.get("manifests_checked"):  # validated by the plan step of this run
+        if (plan_.get("error") or {}).get("reason") in MANIFEST_REASONS:
+            manifest_error = plan_["error"]["message"]
+    elif manifests != "skip":
         objs, manifest_error = render_manifests(kube, gw, plan_)
         for obj in objs:
             try:

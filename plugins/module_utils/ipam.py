@@ -71,6 +71,12 @@ class InvalidCidrSizeError(IpamError):
     reason = "InvalidCIDRSize"
 
 
+class PoolTooSmallError(IpamError):
+    """A (valid) remote CIDR larger than every pool: the pools must grow, not the Configuration change."""
+
+    reason = "PoolTooSmall"
+
+
 class LocalCidrOverlapError(IpamError):
     """A local CIDR (pod, service, external, internal) overlapping a reserved one or another local one."""
 
@@ -310,9 +316,14 @@ class Ipam:
     # ----- public API
     def _check_remote(self, cidr, path):
         net = parse_cidr(cidr, path)
-        if net.prefixlen < self._min_prefixlen or net.prefixlen > MAX_REMOTE_PREFIXLEN:
-            raise InvalidCidrSizeError("%s: '%s' has an invalid size: the prefix length must be between /%d (the largest pool)"
-                                       " and /%d" % (path, net, self._min_prefixlen, MAX_REMOTE_PREFIXLEN), path, str(net))
+        if net.prefixlen < self._min_prefixlen:
+            pools = ", ".join(self.config["pools"])
+            raise PoolTooSmallError("pools %s too small: %s '%s' needs a free /%d, the largest pool is a /%d; add a pool"
+                                    " of /%d or larger (pools, role variable ipam_pools)"
+                                    % (pools, path, net, net.prefixlen, self._min_prefixlen, net.prefixlen), path, str(net))
+        if net.prefixlen > MAX_REMOTE_PREFIXLEN:
+            raise InvalidCidrSizeError("%s: '%s' has an invalid size: a remote CIDR must hold a network (/%d or larger)"
+                                       % (path, net, MAX_REMOTE_PREFIXLEN), path, str(net))
         return net
 
     def _find(self, net):
@@ -455,8 +466,23 @@ class Ipam:
             if field not in FIELDS:
                 raise InvalidStateError("state.allocations[%d].field: '%s' is not one of %s" % (i, field, ", ".join(FIELDS)),
                                         "state.allocations[%d].field" % i, field)
-            ipam.adopt(owner, field, original, remapped)
+            try:
+                ipam.adopt(owner, field, original, remapped)
+            except PoolTooSmallError:
+                ipam._keep_recorded(owner, field, original, remapped)
         return ipam
+
+    def _keep_recorded(self, owner, field, original, remapped):
+        """A ledger allocation larger than every (new) pool: kept as recorded when its prefix is still free
+        (pools only bound new remaps), so the load does not fail as a whole; its own Configuration, when
+        reconciled, is reported PoolTooSmall by name."""
+        try:
+            net, rnet = parse_cidr(original, "original"), parse_cidr(remapped, "remapped")
+        except InvalidCidrError:
+            return
+        if rnet.prefixlen == net.prefixlen and (owner, field) not in self._allocs and self._is_free(rnet):
+            self._take(rnet, (owner, field))
+            self._allocs[(owner, field)] = Allocation(owner, field, net, rnet)
 
     @classmethod
     def loads(cls, text, **overrides):

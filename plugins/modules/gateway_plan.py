@@ -55,6 +55,12 @@ options:
         C(no_log=true); the module refuses otherwise.
     type: bool
     default: false
+  validate_manifests:
+    description:
+      - Render each gateway's template and validate the manifests with a server-side dry run before anything
+        is built; a gateway that fails gets RV(gateways[].error) and is not ready. False for a teardown.
+    type: bool
+    default: true
 notes:
   - With O(include_private_keys), failures still carry a message without secrets in C(msg); show it with a
     following M(ansible.builtin.assert) since C(no_log) hides the task's output.
@@ -89,8 +95,15 @@ gateways:
       description: Reason and message while something is missing, else null.
       type: dict
     error:
-      description: Reason and message of a misconfiguration, else null.
+      description:
+        - Reason and message of a misconfiguration, else null.
+        - C(InvalidGatewayTemplate) / C(GatewayManifestRejected) when the template is missing, does not render or
+          renders manifests the apiserver rejects (server-side dry run): such a gateway is not ready, nothing is
+          built for it and no key Secret is created.
       type: dict
+    manifests_checked:
+      description: Whether the template's manifests were rendered and validated by this plan.
+      type: bool
     public_key:
       description: Public key of this gateway.
       type: str
@@ -126,6 +139,7 @@ def main():
             endpoint_address=dict(type="str"),
             internal_cidr=dict(type="str", default="10.80.0.0/16"),
             include_private_keys=dict(type="bool", default=False),
+            validate_manifests=dict(type="bool", default=True),
         ),
         supports_check_mode=True,
     )
@@ -133,7 +147,8 @@ def main():
     if p["include_private_keys"] and not module.no_log:
         module.fail_json(msg="include_private_keys: true requires no_log: true on the task (private keys)")
     plans, keys, changed = with_kube(module, lambda kube: gateway_plans(
-        kube, p["endpoint_address"], p["internal_cidr"], p["namespace"], p["name"], p["kinds"], module.check_mode))
+        kube, p["endpoint_address"], p["internal_cidr"], p["namespace"], p["name"], p["kinds"], module.check_mode,
+        p["validate_manifests"]))
     result = dict(changed=changed, gateways=plans)
     if p["include_private_keys"]:
         result["private_keys"] = keys

@@ -66,6 +66,10 @@ manifest_error:
   description: Why the template's manifests could not be rendered or were rejected, else null.
   returned: always
   type: str
+errors:
+  description: On a manifest error, C(namespace/name) of the gateway -> its reason and message.
+  returned: failure
+  type: dict
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -92,7 +96,13 @@ def main():
     result = dict(changed=bool(updated), updated=updated, manifest_error=manifest_error,
                   connection={"value": value, "reason": reason, "message": message})
     if manifest_error:
-        module.fail_json(msg="gateway manifests: %s" % manifest_error, **result)
+        # errors: per object, so the controller's Degraded condition carries the reason
+        plan = p["plan"]
+        reason = (plan.get("error") or {}).get("reason") or "GatewayManifestRejected"
+        module.fail_json(msg="gateway manifests: %s" % manifest_error,
+                         errors={"%s/%s" % (plan["namespace"], plan["name"]): {"reason": reason,
+                                                                                "message": manifest_error}},
+                         **result)
     module.exit_json(**result)
 
 

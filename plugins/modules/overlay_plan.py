@@ -110,7 +110,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import (
     KUBE_ARG_SPEC, LIQO_NAMESPACE, REMOTE_CLUSTER_ID_LABEL, with_kube)
-from ansible_collections.liqo.fabric.plugins.module_utils.gateway import KINDS, gateway_id, interface_name
+from ansible_collections.liqo.fabric.plugins.module_utils.gateway_api import built_gateways
 from ansible_collections.liqo.fabric.plugins.module_utils.overlay_plan import (
     INTERNAL_IP_ANNOTATION, host_digest, plan)
 
@@ -121,14 +121,16 @@ def gather(kube):
     nodes = kube.list("Node")
     pods = kube.list("Pod")
     cluster_id = kube.cluster_id()
+    confs = kube.list("Configuration")
     tunnels, peers = [], set()
-    for kind in KINDS:
-        for gw in kube.list(kind):
-            tunnels.append(interface_name(gateway_id(cluster_id, gw["metadata"]["namespace"], gw["metadata"]["name"], kind)))
-            peers.add((gw["metadata"].get("labels") or {}).get(REMOTE_CLUSTER_ID_LABEL))
+    # only the gateways the gateway role builds: not being deleted (a finalizer run removes their overlay),
+    # ready, with valid manifests (the same plan as liqo.fabric.gateway_plan)
+    for gw in built_gateways(kube, cluster_id, confs):
+        tunnels.append(gw["interface"])
+        peers.add(gw["remote_cluster_id"])
     # only the remote clusters this cluster has a gateway to: a Configuration alone routes nothing
     remote = sorted({((c.get("status") or {}).get("remote") or {}).get("cidr", {}).get("pod")
-                     for c in kube.list("Configuration")
+                     for c in confs
                      if (c["metadata"].get("labels") or {}).get(REMOTE_CLUSTER_ID_LABEL) in peers} - {None})
     net = (kube.get("ConfigMap", LIQO_NAMESPACE, "liqo-fabric-network") or {}).get("data") or {}
     return nodes, pods, remote, tunnels, net

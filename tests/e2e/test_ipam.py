@@ -353,6 +353,26 @@ def test_errors_are_reported_on_the_configuration_and_allocate_nothing(lab, peer
             delete_conf(k, "err", name)
 
 
+def test_pool_too_small_names_the_pool_the_size_and_the_configuration(lab, peered):
+    """Issue 17: a peer's valid /16 with only a /24 pool: the pool is at fault, not the Configuration."""
+    a = lab["a"]
+    k = kube(a)
+    ensure_namespace(k, "err-pool")
+    create_conf(k, "err-pool", "peer", LOCAL_POD, "10.77.0.0/24")
+    try:
+        rc, dummy, result, failed = reconcile_play(a, {"ipam_namespace": "err-pool", "ipam_pools": ["10.0.0.0/24"]})
+        assert rc != 0 and result["failed"]
+        assert ("err-pool/peer: pools 10.0.0.0/24 too small: spec.remote.cidr.pod '10.243.0.0/16' needs a free /16, "
+                "the largest pool is a /24") in result["msg"], result["msg"]
+        assert "invalid size" not in result["msg"]
+        assert result["errors"]["err-pool/peer"]["reason"] == "PoolTooSmall"
+        cond = condition(k.get("Configuration", "err-pool", "peer"))
+        assert cond["status"] == "False" and cond["reason"] == "PoolTooSmall" and "10.0.0.0/24" in cond["message"]
+    finally:
+        delete_conf(k, "err-pool", "peer")
+        reconcile_play(a, {"ipam_namespace": "err-pool"})  # the ledger records the pools: back to the defaults
+
+
 def test_local_cidr_overlapping_a_reserved_one_fails_and_allocates_nothing(lab, peered):
     a = lab["a"]
     k = kube(a)

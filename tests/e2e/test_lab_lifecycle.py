@@ -37,17 +37,19 @@ def test_down_leaves_zero_residue():
     require_root()
     _ns0, links0, _procs0, _socks0 = _snapshot()
     lab = Lab([{"name": "a"}, {"name": "b"}], nodes=2, pods_per_node=1).up()
-    # a stray wireguard-go-like socket and a process inside a lab netns, as later features will leave
-    os.makedirs(WG_SOCKET_DIR, exist_ok=True)
-    stray_sock = os.path.join(WG_SOCKET_DIR, f"{lab.prefix}wg0.sock")
-    open(stray_sock, "w").close()
-    sleeper = netns.popen_in(lab["a"].nodes[0].netns, ["sleep", "300"])
-    ours = [n for n in netns.list_netns() if n.startswith(lab.prefix)]
-    assert len(ours) == 2 * (1 + 2 + 2) + 1  # switch+nodes+pods per cluster, WAN
-    assert _lab_processes(lab.workdir)
-    in_netns = sorted({pid for n in ours for pid in netns.pids_in_netns(n)})
-    assert sleeper.pid in in_netns
-    lab.down()
+    try:
+        # a stray wireguard-go-like socket and a process inside a lab netns, as later features will leave
+        os.makedirs(WG_SOCKET_DIR, exist_ok=True)
+        stray_sock = os.path.join(WG_SOCKET_DIR, f"{lab.prefix}wg0.sock")
+        open(stray_sock, "w").close()
+        sleeper = netns.popen_in(lab["a"].nodes[0].netns, ["sleep", "300"])
+        ours = [n for n in netns.list_netns() if n.startswith(lab.prefix)]
+        assert len(ours) == 2 * (1 + 2 + 2) + 1  # switch+nodes+pods per cluster, WAN
+        assert _lab_processes(lab.workdir)
+        in_netns = sorted({pid for n in ours for pid in netns.pids_in_netns(n)})
+        assert sleeper.pid in in_netns
+    finally:
+        lab.down()
     sleeper.wait(timeout=5)
     _ns1, links1, _procs1, socks1 = _snapshot()
     assert not [n for n in netns.list_netns() if n.startswith(lab.prefix)]

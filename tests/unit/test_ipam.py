@@ -10,7 +10,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
 
 from ansible_collections.liqo.fabric.plugins.module_utils import ipam as ipam_mod  # noqa: E402  pylint: disable=wrong-import-position
 from ansible_collections.liqo.fabric.plugins.module_utils.ipam import (  # noqa: E402  pylint: disable=wrong-import-position
-    InvalidCidrError, InvalidCidrSizeError, InvalidStateError, Ipam, IpamError, LocalCidrOverlapError,
+    InvalidCidrError, InvalidCidrSizeError, InvalidStateError, Ipam, IpamError, LocalCidrOverlapError, PoolTooSmallError,
     PoolsExhaustedError, translate)
 
 LOCAL = {"pod_cidrs": ["10.243.0.0/16"], "service_cidr": "10.96.0.0/12"}
@@ -89,7 +89,9 @@ def test_bad_local_configuration(kwargs, exc, reason, words):
 
 @pytest.mark.parametrize("cidr, exc, reason, words", [
     ("10.243.0.0/4", InvalidCidrError, "InvalidCIDR", ["spec.remote.cidr.pod", "host bits"]),
-    ("0.0.0.0/4", InvalidCidrSizeError, "InvalidCIDRSize", ["spec.remote.cidr.pod", "0.0.0.0/4", "/8", "/30"]),
+    ("0.0.0.0/4", PoolTooSmallError, "PoolTooSmall", ["pools 10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16 too small",
+                                                       "spec.remote.cidr.pod '0.0.0.0/4' needs a free /4",
+                                                       "the largest pool is a /8"]),
     ("10.243.0.0/31", InvalidCidrSizeError, "InvalidCIDRSize", ["10.243.0.0/31"]),
     ("10.243.0.0", InvalidCidrSizeError, "InvalidCIDRSize", ["10.243.0.0/32"]),
     ("banana", InvalidCidrError, "InvalidCIDR", ["spec.remote.cidr.pod", "'banana'"]),
@@ -261,3 +263,19 @@ def test_release_missing_frees_deleted_configurations():
     released = ipam.release_missing(["t/a", "t/c"])
     assert sorted((a.owner, a.field) for a in released) == [("t/b", "external"), ("t/b", "pod")]
     assert ipam.owners() == ["t/a", "t/c"]
+
+
+def test_pools_shrunk_below_a_ledger_allocation_name_the_pool_for_its_configuration():
+    """Issue 17: a ledger holding a /16 remap loads with a /24 pool (no failure of the whole run, nothing of
+    another namespace lost); the Configuration needing the /16 is reported PoolTooSmall, naming the pool."""
+    ipam = Ipam(**LOCAL)
+    ipam.allocate_remote("other/peer", "10.243.0.0/16")
+    ipam.allocate_remote("ns/peer", "10.243.0.0/16")
+    text = ipam.dumps()
+    small = Ipam.loads(text, pools=["10.0.0.0/24"])
+    assert sorted(a.owner for a in small.allocations()) == ["ns/peer", "other/peer"]
+    conf = {"metadata": {"namespace": "ns", "name": "peer"}, "spec": {"remote": {"cidr": {"pod": "10.243.0.0/16"}}}}
+    [(owner, err, changed)] = small.adopt_configurations([conf])
+    assert owner == "ns/peer" and changed and isinstance(err, PoolTooSmallError)
+    assert str(err).startswith("pools 10.0.0.0/24 too small: spec.remote.cidr.pod '10.243.0.0/16' needs a free /16")
+    assert [a.owner for a in small.allocations()] == ["other/peer"]
