@@ -23,4 +23,11 @@ options:
   context:
     description: Kubeconfig context (default C(K8S_AUTH_CONTEXT), then the kubeconfig's current context).
     type: str
+  assume:
+    description:
+      - Check mode only (refused otherwise). Objects read as if they were in the cluster, C(absent=true) ones as
+        deleted; the collection's action plugins pass what earlier steps of the same check-mode run would have
+        written, so a plan runs to the end. Not meant to be set by hand.
+    type: list
+    elements: dict
 """

@@ -12,7 +12,8 @@ from ansible_collections.liqo.fabric.plugins.module_utils.gateway import (
 from ansible_collections.liqo.fabric.plugins.module_utils.gateway_template import TemplateError, render_gateway_template
 from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import (
     ApiException, REMOTE_CLUSTER_ID_LABEL, now_rfc3339, set_condition)
-from ansible_collections.liqo.fabric.plugins.module_utils.wireguard import generate_keypair
+from ansible_collections.liqo.fabric.plugins.module_utils.wireguard import (
+    CHECK_MODE_PRIVATE_KEY, CHECK_MODE_PUBLIC_KEY, generate_keypair)
 
 CONDITION = "Established"
 
@@ -33,6 +34,12 @@ def _owner_ref(gateway):
             "uid": gateway["metadata"]["uid"], "controller": False, "blockOwnerDeletion": False}
 
 
+def existing_public_key(kube, gateway, secret_name):
+    """The public key of the gateway's key Secret, None when it has none yet."""
+    data = (kube.get("Secret", gateway["metadata"]["namespace"], secret_name) or {}).get("data") or {}
+    return base64.b64decode(data["publicKey"]).decode() if "publicKey" in data else None
+
+
 def ensure_key_secret(kube, gateway, secret_name, check_mode=False):
     """Keys of the gateway, creating its key Secret once (private key generated here, written only to the
     Secret). Returns (public_key, private_key, created); the keys are None in check mode before creation."""
@@ -42,7 +49,7 @@ def ensure_key_secret(kube, gateway, secret_name, check_mode=False):
     if "publicKey" in data and "privateKey" in data:
         return base64.b64decode(data["publicKey"]).decode(), base64.b64decode(data["privateKey"]).decode(), False
     if check_mode:
-        return None, None, True
+        return CHECK_MODE_PUBLIC_KEY, CHECK_MODE_PRIVATE_KEY, True
     private, public = generate_keypair()
     body = {"apiVersion": "v1", "kind": "Secret",
             "metadata": {"name": secret_name, "namespace": ns, "ownerReferences": [_owner_ref(gateway)],
@@ -75,7 +82,7 @@ def gateway_plans(kube, endpoint_address, internal_cidr, namespace=None, name=No
         if validate:
             check_manifests(kube, gw, p)
         if p["error"] and p["error"]["reason"] in MANIFEST_REASONS:  # never built: no key Secret written
-            p["public_key"] = ensure_key_secret(kube, gw, p["secret_name"], check_mode=True)[0]
+            p["public_key"] = existing_public_key(kube, gw, p["secret_name"])
         else:
             p["public_key"], keys[p["interface"]], created = ensure_key_secret(kube, gw, p["secret_name"], check_mode)
             changed = changed or created
@@ -112,6 +119,8 @@ def manifest_problem(kube, gateway, plan_):
         try:
             kube.apply(obj, dry_run=True)
         except ApiException as exc:
+            if exc.status == 404 and kube.assumed_namespace(obj["metadata"].get("namespace")):
+                continue  # check mode: its namespace is only planned, the objects cannot be dry-run there yet
             return MANIFEST_REASONS[1], "%s %s rendered from the template: rejected by the apiserver (%s): %s" % (
                 obj["kind"], obj["metadata"].get("name"), exc.status, _api_message(exc))
     return None
@@ -181,6 +190,8 @@ def publish(kube, plan_, probe=None, check_mode=False, manifests="dry_run"):
                 if kube.apply(obj, dry_run=manifests == "dry_run" or check_mode) and manifests == "apply":
                     changed.append("%s %s/%s applied" % (obj["kind"], ns, obj["metadata"]["name"]))
             except ApiException as exc:
+                if exc.status == 404 and kube.assumed_namespace(ns):
+                    continue  # check mode: its namespace is only planned
                 manifest_error = "%s %s: rejected by the apiserver (%s): %s" % (
                     obj["kind"], obj["metadata"].get("name"), exc.status, _api_message(exc))
     want = dict(gw.get("status") or {})

@@ -41,6 +41,7 @@ class IpamReconcileResult:
         self.ledger_before = None
         self.ledger_after = None
         self.retries = 0
+        self.assumed = []          # check mode: the Configurations with the status they would get
 
     def as_dict(self):
         return {"changed": self.changed, "allocations": self.allocations, "errors": self.errors,
@@ -222,6 +223,7 @@ def reconcile(kube, local, namespace=None, check_mode=False):
                 result.status_writes.append(owner)
             result.changed = True
             if check_mode:
+                result.assumed.append(dict(conf, status=status))
                 continue
             body = dict(conf)
             body["status"] = status

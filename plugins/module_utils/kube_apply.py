@@ -170,7 +170,8 @@ def apply_all(kube, definitions, check_mode=False, field_manager="liqo-fabric"):
             try:
                 after = kube.apply(d, dry_run=check_mode, field_manager=field_manager)
             except ApiError as exc:
-                if not (check_mode and exc.status == 404 and meta.get("namespace") in dry_namespaces):
+                if not (check_mode and exc.status == 404 and (meta.get("namespace") in dry_namespaces
+                                                              or kube.assumed_namespace(meta.get("namespace")))):
                     raise
                 after = d  # it would be created together with its namespace
         except ApiError as exc:

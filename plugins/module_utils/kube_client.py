@@ -6,6 +6,7 @@ client for both), CRs of networking.liqo.io, conditions. Standard library and Py
 
 from __future__ import annotations
 
+import copy
 import datetime
 import traceback
 
@@ -14,7 +15,8 @@ from ansible_collections.liqo.fabric.plugins.module_utils.kube_rest import ApiEr
 ApiException = ApiError  # the name the API-side module_utils use
 
 # The argument spec matching doc fragment liqo.fabric.kube.
-KUBE_ARG_SPEC = {"kubeconfig": {"type": "path"}, "context": {"type": "str"}}
+KUBE_ARG_SPEC = {"kubeconfig": {"type": "path"}, "context": {"type": "str"},
+                 "assume": {"type": "list", "elements": "dict"}}
 
 GROUP = "networking.liqo.io"
 VERSION = "v1beta1"
@@ -56,6 +58,7 @@ class Kube:
 
     def __init__(self, kubeconfig=None, context=None):
         self.kubeconfig, self.context = kubeconfig, context
+        self._assumed = {}  # check mode: (kind, namespace, name) -> object, or None for a planned deletion
         try:
             self.conn = Connection.load(kubeconfig, context)
         except KubeConfigError as exc:
@@ -84,8 +87,37 @@ class Kube:
     def request(self, method, path, query=None, body=None, content_type="application/json"):
         return self.conn.request(method, path, query, body, content_type)
 
+    # --- check mode: what earlier steps of the run would have written ----------------------------
+    def assume(self, objects):
+        """Reads see `objects` as if they were in the cluster (a check-mode run carries what its earlier steps
+        would have written, plugin_utils/check_plan.py); one with ``absent: true`` as deleted. Writes are not
+        affected: in check mode the modules write nothing."""
+        for obj in objects or []:
+            meta = obj.get("metadata") or {}
+            key = (obj.get("kind"), meta.get("namespace") if KINDS.get(obj.get("kind"), (0, 0, True))[2] else None,
+                   meta.get("name"))
+            self._assumed[key] = None if obj.get("absent") else {k: v for k, v in obj.items() if k != "absent"}
+
+    def assumed_namespace(self, name):
+        """Whether a Namespace exists only in the check-mode plan (objects in it cannot be dry-run applied)."""
+        return self._assumed.get(("Namespace", None, name)) is not None
+
+    @staticmethod
+    def _matches(obj, label_selector):
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        for term in (label_selector or "").split(","):
+            if term.strip():
+                key, dummy, value = term.partition("=")
+                if labels.get(key.strip()) != value.strip():
+                    return False
+        return True
+
     def get(self, kind, namespace, name):
         """The object, or None when it does not exist."""
+        key = (kind, namespace if KINDS.get(kind, (0, 0, True))[2] else None, name)
+        if key in self._assumed:
+            found = self._assumed[key]
+            return copy.deepcopy(found) if found is not None else None
         try:
             return self.request("GET", self.path(kind, namespace, name))
         except ApiError as exc:
@@ -98,6 +130,14 @@ class Kube:
         items = self.request("GET", self.path(kind, namespace), query).get("items", [])
         for item in items:
             item.setdefault("kind", kind)
+        if self._assumed:
+            mine = {key: obj for key, obj in self._assumed.items()
+                    if key[0] == kind and (namespace is None or key[1] == namespace)}
+            named = {(kind, (i["metadata"].get("namespace") if KINDS.get(kind, (0, 0, True))[2] else None),
+                      i["metadata"]["name"]): i for i in items}
+            named.update(mine)
+            items = [copy.deepcopy(obj) for obj in named.values()
+                     if obj is not None and self._matches(obj, label_selector)]
         return items
 
     def create(self, obj, dry_run=False):
@@ -159,8 +199,11 @@ class Kube:
 def with_kube(module, work, user_errors=()):
     """work(kube) on a client for the module's kubeconfig/context, closed afterwards. A kubeconfig or API
     problem, or one of `user_errors` (bad input found by the logic), fails the module with its message."""
+    if module.params.get("assume") and not module.check_mode:
+        module.fail_json(msg="assume: only in check mode (the objects a check-mode run carries from step to step)")
     try:
         kube = Kube(module.params["kubeconfig"], module.params["context"])
+        kube.assume(module.params.get("assume"))
         try:
             return work(kube)
         finally:

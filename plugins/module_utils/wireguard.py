@@ -123,8 +123,16 @@ def public_key_bytes(private_raw):
     return pub.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
 
 
+# A check-mode plan's stand-ins for the keys a real run generates (gateway_api.ensure_key_secret): they pass
+# the PublicKey schema and read as what they are in a diff; never configured on an interface.
+CHECK_MODE_PUBLIC_KEY = "CHECK+MODE+key+generated+by+the+real+run+xA="
+CHECK_MODE_PRIVATE_KEY = "A" * 43 + "="
+
+
 def public_key(private_key_b64):
     """Public key (base64) of a base64 private key, as `wg pubkey` prints it."""
+    if private_key_b64 == CHECK_MODE_PRIVATE_KEY:
+        return CHECK_MODE_PUBLIC_KEY
     return encode_key(public_key_bytes(decode_key(private_key_b64, "private_key", secret=True)))
 
 

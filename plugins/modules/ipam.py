@@ -78,6 +78,12 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+assumed:
+  description: Check mode only, consumed by the collection's action plugin (not shown in the task's result) the
+    Configurations with the status they would get, for the next steps of the same check-mode run.
+  returned: in check mode
+  type: list
+  elements: dict
 allocations:
   description: Remapped CIDRs by Configuration (C(namespace/name)).
   returned: always
@@ -133,6 +139,8 @@ def main():
     res = with_kube(module, lambda kube: reconcile(kube, local_config(kube, given), namespace=p["namespace"],
                                                    check_mode=module.check_mode), user_errors=(IpamError,))
     out = res.as_dict()
+    if module.check_mode:  # for the next steps of a check-mode run (plugin_utils/check_plan.py)
+        out["assumed"] = res.assumed
     if module._diff:
         out["diff"] = {"before": {"allocations": (res.ledger_before or {}).get("allocations", [])},
                        "after": {"allocations": (res.ledger_after or {}).get("allocations", [])}}

@@ -124,6 +124,12 @@ result:
     C(kubernetes.core.k8s) returns it.
   returned: when O(definitions) has one named object and it was applied or deleted
   type: dict
+assumed:
+  description: Check mode only, consumed by the collection's action plugin (not shown in the task's result) the
+    objects this run would have written (or deleted), for the next steps of the same check-mode run.
+  returned: in check mode
+  type: list
+  elements: dict
 deleted:
   description: C(Kind namespace/name) of each object deleted (or that would be, in check mode).
   returned: when O(state=absent)
@@ -177,6 +183,8 @@ def main():
             if p["wait"] and not module.check_mode:
                 wait_deleted(kube, resources, p["wait_timeout"])
         out.update(changed=changed, resources=resources)
+        if module.check_mode:  # what a check-mode run's next steps see (plugin_utils/check_plan.py)
+            out["assumed"] = resources if p["state"] == "present" else [dict(r, absent=True) for r in resources]
         if len(definitions) == 1 and definitions[0]["metadata"].get("name") and len(resources) == 1:
             out["result"] = resources[0]
         if module._diff:  # pylint: disable=protected-access

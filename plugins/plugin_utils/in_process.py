@@ -52,7 +52,7 @@ from ansible.utils.display import Display
 from ansible.utils.vars import merge_hash
 from ansible.vars.clean import remove_internal_keys
 
-from ansible_collections.liqo.fabric.plugins.plugin_utils import speed_paths
+from ansible_collections.liqo.fabric.plugins.plugin_utils import check_plan, speed_paths
 from ansible_collections.liqo.fabric.plugins.plugin_utils.netns_fork import ForkError, run_forked
 
 try:  # private ansible-core internals (2.19): another ansible-core may not have them; then the modules run normally
@@ -124,16 +124,29 @@ class InProcessAction(ActionBase):
         del tmp  # tmp no longer has any effect
         task_vars = task_vars if task_vars is not None else {}
 
+        carry = not self.host_module and self._play_context.check_mode
+        if carry:  # check mode: what earlier steps would have written is seen by this one (plugin_utils/check_plan.py)
+            cluster = check_plan.cluster_key(self._task.args)
+            earlier = check_plan.assumed(cluster)
+            if earlier:
+                self._task.args = dict(self._task.args, assume=earlier)
+            result = merge_hash(result, self._execute(task_vars))
+            if not result.get("failed"):
+                check_plan.record(cluster, result.pop("assumed", None) or [])
+            return result
+        return merge_hash(result, self._execute(task_vars))
+
+    def _execute(self, task_vars):
         reason = self._in_process_refusal(task_vars)
         if reason is None:
-            return merge_hash(result, self._execute_in_process(task_vars))
+            return self._execute_in_process(task_vars)
 
         display.vvv("%s no, running the module (%s)" % (MARKER, reason), host=self._host_label(task_vars))
         unsupported = speed_paths.unsupported_core() or PRIVATE_IMPORT_ERROR
         if unsupported and reason == unsupported:
             display.warning(speed_paths.warning(unsupported))  # Display prints a repeated warning once
         wrap_async = self._task.async_val and not self._connection.has_native_async
-        result = merge_hash(result, self._execute_module(task_vars=task_vars, wrap_async=wrap_async))
+        result = self._execute_module(task_vars=task_vars, wrap_async=wrap_async)
         if not wrap_async:
             self._remove_tmp_path(self._connection._shell.tmpdir)
         return result

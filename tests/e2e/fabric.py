@@ -19,10 +19,10 @@ ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbo
 
 
 def playbook(book: str, inventory: str | None = None, /, *, check: bool = True, json_output: bool = False,
-             proc_timeout: float = 300, **extra) -> subprocess.CompletedProcess:
-    """Runs playbooks/<book>.yml with `extra` as extra vars (any name, `name` and `timeout` included);
-    returns the process (stdout, stderr)."""
-    argv = [ANSIBLE_PLAYBOOK, os.path.join(PLAYBOOKS, book + ".yml"), "-e", json.dumps(extra)]
+             proc_timeout: float = 300, cli_flags: tuple = (), **extra) -> subprocess.CompletedProcess:
+    """Runs playbooks/<book>.yml with `extra` as extra vars (any name, `name` and `timeout` included) and
+    `cli_flags` (e.g. --check --diff); returns the process (stdout, stderr)."""
+    argv = [ANSIBLE_PLAYBOOK, os.path.join(PLAYBOOKS, book + ".yml"), "-e", json.dumps(extra), *cli_flags]
     if inventory:
         argv[1:1] = ["-i", inventory]
     env = ansible_env({"ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json"} if json_output else {})
