@@ -4,7 +4,11 @@
 
     liqo-fabric-controller --cluster a=/path/kubeconfig-a --cluster b=/path/kubeconfig-b --inventory inv.yml
     liqo-fabric-controller                       # in-cluster (service account), cluster name "local"
-    liqo-fabric-controller --node-mode --node-name $NODE_NAME   # the node agent (DaemonSet)
+    liqo-fabric-controller --mode node --node-name $NODE_NAME   # the node agent (DaemonSet)
+    liqo-fabric-controller --mode gateway --gateway-kind GatewayServer --namespace NS --name NAME   # a gateway pod
+
+One image, one engine, three modes: `controller` (the API side; with --inventory also the agentless
+dataplane), `node` (the overlay of its own node) and `gateway` (the gateway role applied to its own pod).
 """
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ import tempfile
 import threading
 
 from controller import logs, watchmap
+from controller.watchmap import MODES
 from controller.engine import Engine
 from controller.metrics import HealthServer, Metrics
 
@@ -53,8 +58,16 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--lease-duration", type=float, default=15.0)
     p.add_argument("--lease-namespace", default="liqo")
     p.add_argument("--identity", help="leader election identity (default hostname-pid)")
-    p.add_argument("--node-mode", action="store_true", help="node agent: node-scoped watch entries, no Lease")
+    p.add_argument("--mode", choices=MODES, default=os.environ.get("FABRIC_MODE") or "controller",
+                   help="controller (default), node (the node agent) or gateway (a gateway pod)")
+    p.add_argument("--node-mode", action="store_true", help="same as --mode node")
     p.add_argument("--node-name", default=os.environ.get("NODE_NAME", ""))
+    p.add_argument("--namespaces", default=os.environ.get("FABRIC_NAMESPACES", ""), metavar="NS[,NS...]",
+                   help="namespaces served: Secrets are watched there only (default: every namespace)")
+    p.add_argument("--gateway-kind", choices=("GatewayServer", "GatewayClient"), help="gateway mode: the kind of its gateway")
+    p.add_argument("--name", dest="gateway_name", help="gateway mode: the name of its GatewayServer/GatewayClient")
+    p.add_argument("--namespace", dest="gateway_namespace", default=os.environ.get("POD_NAMESPACE"),
+                   help="gateway mode: its namespace (default $POD_NAMESPACE)")
     p.add_argument("--metrics-address", default="0.0.0.0")
     p.add_argument("--metrics-port", type=int, default=8080, help="/metrics /healthz /readyz (0: any free port)")
     p.add_argument("--watch-timeout", type=int, default=240, help="seconds per watch request before it is renewed")
@@ -102,8 +115,17 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     logs.setup(args.log_level)
     clusters = clusters_from_args(args)
-    if args.node_mode and not args.node_name:
-        raise SystemExit("--node-mode needs --node-name (or NODE_NAME)")
+    mode = "node" if args.node_mode else args.mode
+    if mode == "node" and not args.node_name:
+        raise SystemExit("--mode node needs --node-name (or NODE_NAME)")
+    gateway = None
+    if mode == "gateway":
+        missing = [f for f, v in (("--gateway-kind", args.gateway_kind), ("--name", args.gateway_name),
+                                  ("--namespace", args.gateway_namespace)) if not v]
+        if missing:
+            raise SystemExit(f"--mode gateway needs {', '.join(missing)}")
+        gateway = {"kind": args.gateway_kind, "namespace": args.gateway_namespace, "name": args.gateway_name}
+    namespaces = [n.strip() for n in args.namespaces.split(",") if n.strip()]
     if args.inventory and not os.path.isfile(args.inventory):
         raise SystemExit(f"--inventory: {args.inventory!r} does not exist")
     try:
@@ -116,10 +138,10 @@ def main(argv=None) -> int:
     metrics = Metrics()
     engine = Engine(entries, clusters, args.collection_root, runtime, inventory=args.inventory, workers=args.workers,
                     debounce=args.debounce, leader_elect=not args.no_leader_elect, lease_duration=args.lease_duration,
-                    lease_namespace=args.lease_namespace, identity=args.identity, node_mode=args.node_mode,
+                    lease_namespace=args.lease_namespace, identity=args.identity, mode=mode,
                     node_name=args.node_name, watch_map_path=args.watches, metrics=metrics,
                     state_configmap=not args.no_state, watch_timeout=args.watch_timeout,
-                    warm_runner=not args.no_warm_runner)
+                    warm_runner=not args.no_warm_runner, namespaces=namespaces, gateway=gateway)
     http = HealthServer(args.metrics_address, args.metrics_port, metrics, engine.healthy, engine.ready)
     http.start()
     done = threading.Event()

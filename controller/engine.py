@@ -18,7 +18,7 @@ from typing import Dict, List, Optional, Set
 
 from controller import drift as drift_mod
 from controller import hashing
-from controller.kubeapi import ApiError, ClusterAPI, Informer, obj_key
+from controller.kubeapi import ApiError, ClusterAPI, Informer, NamespacedInformers, obj_key
 from controller.leader import LeaderElector
 from controller.metrics import Metrics
 from controller.runner import PlaybookRunner, RunResult
@@ -92,8 +92,16 @@ class Engine:
                  identity: Optional[str] = None, node_mode: bool = False, node_name: str = "",
                  watch_map_path: Optional[str] = None, metrics: Optional[Metrics] = None,
                  state_configmap: bool = True, watch_timeout: int = 240, max_retry_delay: float = 60.0,
-                 warm_runner: bool = True):
-        self.mode = "node" if node_mode else "controller"
+                 warm_runner: bool = True, mode: Optional[str] = None, namespaces: Optional[List[str]] = None,
+                 gateway: Optional[dict] = None):
+        # controller: the API side (with --inventory also the agentless dataplane); node: the node agent;
+        # gateway: one gateway pod ({kind, namespace, name}), which applies the gateway role to itself
+        self.mode = mode or ("node" if node_mode else "controller")
+        node_mode = self.mode == "node"
+        self.gateway = gateway if self.mode == "gateway" else None
+        # namespaces served: Secrets are watched there only (RBAC grants them nowhere else); a gateway pod
+        # watches its own namespace only
+        self.namespaces = [self.gateway["namespace"]] if self.gateway else list(namespaces or [])
         self.entries = [e for e in entries if self.mode in e.modes]
         self.by_kind = {e.kind: e for e in self.entries}
         self.collection_root = collection_root
@@ -105,7 +113,7 @@ class Engine:
         self.workers_n = max(1, workers)
         self.stop = threading.Event()
         self.identity = identity or f"{socket.gethostname()}-{os.getpid()}"
-        self.state_configmap = state_configmap and not node_mode
+        self.state_configmap = state_configmap and self.mode == "controller"
         self.watch_timeout = watch_timeout
         self.max_retry_delay = max_retry_delay
         self.role_version = hashing.role_version(collection_root, watch_map_path)
@@ -118,7 +126,9 @@ class Engine:
         for name, kubeconfig in clusters.items():
             cs = ClusterState(self, name, kubeconfig)
             if leader_elect and not node_mode:
-                cs.leader = LeaderElector(cs.api, self.identity, self.stop, namespace=lease_namespace,
+                lease = ("liqo-fabric-controller", lease_namespace) if not self.gateway else (
+                    f"liqo-fabric-gateway-{self.gateway['name']}", self.gateway["namespace"])
+                cs.leader = LeaderElector(cs.api, self.identity, self.stop, name=lease[0], namespace=lease[1],
                                           duration=lease_duration, on_change=lambda on, c=cs: self._leadership(c, on))
             self.clusters[name] = cs
         for e in self.entries:
@@ -134,17 +144,28 @@ class Engine:
                 kinds.append("Secret")
         return list(dict.fromkeys(kinds))
 
+    def _field_selector(self, kind: str) -> Optional[str]:
+        """Node agent: its Node and the Pods on it; gateway pod: its own GatewayServer/GatewayClient."""
+        if self.mode == "node" and self.node_name:
+            return {"Pod": f"spec.nodeName={self.node_name}", "Node": f"metadata.name={self.node_name}"}.get(kind)
+        if self.gateway and kind == self.gateway["kind"]:
+            return f"metadata.name={self.gateway['name']}"
+        return None
+
+    def _informer(self, cs: ClusterState, kind: str):
+        res = RESOURCES[kind]
+        scoped = res.namespaced and self.namespaces and (kind == "Secret" or self.gateway is not None)
+
+        def make(namespace):
+            return Informer(cs.api, res, lambda k, t, o, old, c=cs: self._on_event(c, k, t, o, old), self.stop,
+                            transform=_secret_transform if kind == "Secret" else None, watch_timeout=self.watch_timeout,
+                            field_selector=self._field_selector(kind), namespace=namespace)
+        return NamespacedInformers([make(ns) for ns in self.namespaces]) if scoped else make(None)
+
     def start(self) -> None:
         for cs in self.clusters.values():
             for kind in self.kinds():
-                res = RESOURCES[kind]
-                transform = _secret_transform if kind == "Secret" else None
-                field_selector = None
-                if self.mode == "node" and self.node_name:
-                    field_selector = {"Pod": f"spec.nodeName={self.node_name}",
-                                      "Node": f"metadata.name={self.node_name}"}.get(kind)
-                inf = Informer(cs.api, res, lambda k, t, o, old, c=cs: self._on_event(c, k, t, o, old), self.stop,
-                               transform=transform, watch_timeout=self.watch_timeout, field_selector=field_selector)
+                inf = self._informer(cs, kind)
                 cs.informers[kind] = inf
                 inf.start()
             if cs.leader:
@@ -441,8 +462,10 @@ class Engine:
             "fabric_object": refs[0] if (len(refs) == 1 and not entry.grouped) else None,
             "fabric_objects": refs, "fabric_deleting": deleting, "fabric_mode": self.mode,
         })
-        if self.mode == "node":
+        if self.mode in ("node", "gateway"):
             extravars["fabric_node"] = self.node_name
+        if self.gateway:
+            extravars["fabric_gateway"] = dict(self.gateway)
         playbook = entry.finalizer_playbook if deleting else entry.playbook
         timeout = entry.finalizer_timeout if deleting else entry.timeout
         self.runs_started += 1
@@ -479,7 +502,7 @@ class Engine:
                 else:
                     ok_members.append(m)
             else:
-                failed[m] = (res.message, "ReconcileFailed")
+                failed[m] = (res.message, res.reason or "ReconcileFailed")
         with cs.lock:
             if res.ok or per_object:
                 if entry.status or not entry.grouped:  # remembered per member
@@ -494,6 +517,9 @@ class Engine:
                 if manifest is not None:
                     cs.manifests[item.key] = manifest
                     self._supersede(cs, item.key, manifest)
+                elif res.ok:
+                    # this process saw the playbook declare no dataplane: a resync has nothing to record by force
+                    cs.forced_for_manifest.add(item.key)
                 cs.state_dirty = True
             if failed:
                 cs.failures[item.key] = item.attempts + 1

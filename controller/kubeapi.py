@@ -9,10 +9,12 @@ plugins run again when their credential expires) or from the in-cluster service 
 """
 from __future__ import annotations
 
+import collections
 import logging
 import os
 import random
 import threading
+import time
 from typing import Callable, Dict, Optional
 
 from controller import ensure_collection_importable
@@ -25,7 +27,8 @@ from ansible_collections.liqo.fabric.plugins.module_utils.kube_rest import (  # 
 
 log = logging.getLogger("controller.kube")
 
-__all__ = ["ApiError", "ClusterAPI", "Informer", "KubeConfigError", "Unreachable", "obj_key", "strip"]
+__all__ = ["ApiError", "ClusterAPI", "Informer", "KubeConfigError", "NamespacedInformers", "Unreachable", "obj_key",
+           "strip"]
 
 
 class ClusterAPI:
@@ -122,12 +125,14 @@ class Informer(threading.Thread):
 
     def __init__(self, api: ClusterAPI, res: Resource, handler: Callable, stop: threading.Event,
                  transform: Optional[Callable[[dict], dict]] = None, watch_timeout: int = 240,
-                 label_selector: Optional[str] = None, field_selector: Optional[str] = None):
-        super().__init__(name=f"informer-{api.name}-{res.kind}", daemon=True)
+                 label_selector: Optional[str] = None, field_selector: Optional[str] = None,
+                 namespace: Optional[str] = None):
+        super().__init__(name=f"informer-{api.name}-{res.kind}" + (f"-{namespace}" if namespace else ""), daemon=True)
         self.api, self.res, self.handler, self.stop_event = api, res, handler, stop
         self.transform = transform or strip
         self.watch_timeout = watch_timeout
         self.selectors = {"labelSelector": label_selector, "fieldSelector": field_selector}
+        self.namespace = namespace  # None: every namespace (RBAC to list cluster-wide); else that one only
         self.cache: Dict[str, dict] = {}
         self.synced = threading.Event()
         self.rv = ""
@@ -171,7 +176,7 @@ class Informer(threading.Thread):
         return {"cluster": self.api.name, "kind": self.res.kind}
 
     def _list(self) -> None:
-        data = self.api.list(self.res, **{k: v for k, v in self.selectors.items() if v})
+        data = self.api.list(self.res, self.namespace, **{k: v for k, v in self.selectors.items() if v})
         self.relists += 1
         fresh = {}
         for obj in data.get("items") or []:
@@ -198,7 +203,7 @@ class Informer(threading.Thread):
         query = {"watch": "1", "resourceVersion": self.rv, "allowWatchBookmarks": "true",
                  "timeoutSeconds": str(self.watch_timeout)}
         query.update({k: v for k, v in self.selectors.items() if v})
-        stream = self.api.watch(self.res.path(), query, timeout=self.watch_timeout + 30)
+        stream = self.api.watch(self.res.path(self.namespace), query, timeout=self.watch_timeout + 30)
         self._resp = stream
         self.connected = True
         try:
@@ -241,3 +246,42 @@ class Informer(threading.Thread):
         resp = self._resp
         if resp is not None:
             resp.close()
+
+
+class NamespacedInformers:
+    """One informer per namespace of one resource, seen as one (cache, synced, start, close): what the
+    engine uses where RBAC grants a kind in some namespaces only (Secrets of the namespaces it serves)."""
+
+    def __init__(self, informers: list):
+        self.informers = list(informers)
+        self.synced = _AllSet([i.synced for i in self.informers])
+
+    @property
+    def cache(self) -> "collections.ChainMap":
+        return collections.ChainMap(*[i.cache for i in self.informers])  # keys are namespace/name: disjoint
+
+    def start(self) -> None:
+        for i in self.informers:
+            i.start()
+
+    def close(self) -> None:
+        for i in self.informers:
+            i.close()
+
+
+class _AllSet:
+    """is_set()/wait() over several threading.Events (all of them)."""
+
+    def __init__(self, events: list):
+        self.events = events
+
+    def is_set(self) -> bool:
+        return all(e.is_set() for e in self.events)
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for e in self.events:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not e.wait(left):
+                return False
+        return True

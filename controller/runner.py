@@ -70,6 +70,7 @@ class RunResult:
     failed_result: dict = dataclasses.field(default_factory=dict)
     stats: dict = dataclasses.field(default_factory=dict)   # set_stats data (aggregate)
     warm: bool = False               # forked from the warm runner's zygote (False: a cold ansible-playbook)
+    reason: str = ""                 # CamelCase reason of a failure the runner itself found (NoHostsMatched)
 
     @property
     def message(self) -> str:
@@ -78,6 +79,8 @@ class RunResult:
         if self.failed_task:
             where = f" on {self.failed_host}" if self.failed_host and self.failed_host != "localhost" else ""
             return f"task '{self.failed_task}'{where} failed: {self.failed_msg}".strip()
+        if self.failed_msg:
+            return self.failed_msg
         return f"playbook {self.status} (rc={self.rc})"
 
 
@@ -178,7 +181,7 @@ class PlaybookRunner:
             cancel: Optional[Callable[[], bool]] = None, limit: Optional[str] = None) -> RunResult:
         t0 = time.monotonic()
         first_event = []
-        acc = {"changed": 0, "failed": None, "stats": {}}
+        acc = {"changed": 0, "failed": None, "stats": {}, "no_hosts": []}
         with self._slot_lock:
             self._runs += 1
             # unique: ansible_runner's rotation can delete a reused ident's own (older) directory
@@ -194,6 +197,8 @@ class PlaybookRunner:
             elif name in FAILED_EVENTS and not data.get("ignore_errors") and acc["failed"] is None:
                 res = data.get("res") or {}
                 acc["failed"] = (data.get("task") or "", data.get("host") or "", _failure_msg(res), res)
+            elif name == "playbook_on_no_hosts_matched":
+                acc["no_hosts"].append((data.get("play") or "", data.get("play_pattern") or ""))
             elif name == "playbook_on_stats":
                 acc["stats"] = data.get("artifact_data") or {}
             return False  # nothing written to the artifact dir
@@ -228,6 +233,12 @@ class PlaybookRunner:
                 res.failed_task, res.failed_host, res.failed_msg, res.failed_result = failed[0], failed[1], failed[2], failed[3]
             elif status == "timeout":
                 res.failed_msg = f"timed out after {int(timeout)} s"
+        elif acc["no_hosts"]:
+            # a play that matched no hosts did nothing: with no inventory (or a wrong group) the dataplane
+            # would silently be missing, so the run is a failure, never "applied"
+            res.ok, res.status, res.reason = False, "failed", "NoHostsMatched"
+            res.failed_msg = "; ".join(f"play '{play}' (hosts: {pattern}) matched no hosts" for play, pattern in acc["no_hosts"]) + (
+                f" in inventory {self.inventory}" if self.inventory else " (no inventory: only localhost exists)")
         return res
 
     def _warm_outcome(self, artifact_dir: str) -> bool:

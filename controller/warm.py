@@ -580,7 +580,8 @@ class _Server:
         from ansible.utils import display as display_mod  # pylint: disable=import-outside-toplevel
         from ansible.utils.path import cleanup_tmp_file  # pylint: disable=import-outside-toplevel
         # stdio: fds 0-2 are the client's (a pty under ansible_runner): buffering as Python picks it at start
-        unbuffered = bool(os.environ.get("PYTHONUNBUFFERED")) or sys.flags.unbuffered
+        # (Python 3.11, the image's and the suite's, has no sys.flags.unbuffered: it crashed every warm run in a pod)
+        unbuffered = bool(os.environ.get("PYTHONUNBUFFERED")) or bool(getattr(sys.flags, "unbuffered", 0))
         for stream, fd in ((sys.stdout, 1), (sys.stderr, 2)):
             try:
                 stream.reconfigure(line_buffering=not unbuffered and (fd == 2 or os.isatty(fd)))

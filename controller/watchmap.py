@@ -60,7 +60,7 @@ RESOURCES: Dict[str, Resource] = {r.kind: r for r in (
 TEMPLATE_FIELDS = {"cluster", "kind", "namespace", "name", "node"}
 DEFAULT_KEY = "{cluster}/{kind}/{namespace}/{name}"
 DEFAULT_INPUTS = ("spec", "metadata.labels")
-MODES = ("controller", "node")
+MODES = ("controller", "node", "gateway")
 
 
 class WatchMapError(ValueError):
@@ -274,14 +274,16 @@ def parse(data: Any, playbook_dir: Optional[str]) -> List[WatchEntry]:
     if not isinstance(data, list):
         raise WatchMapError("watches: must be a list of entries (or a mapping with key 'watches')")
     entries = [parse_entry(raw, i, playbook_dir) for i, raw in enumerate(data)]
-    seen = set()
-    by_key: Dict[str, WatchEntry] = {}
+    seen: Dict[str, set] = {}
+    by_key: Dict[str, WatchEntry] = {}  # "mode key" -> the first entry of that group
     for i, e in enumerate(entries):
-        if e.kind in seen:
-            raise WatchMapError(f"watches[{i}].kind: {e.kind} appears twice")
-        seen.add(e.kind)
-        if e.playbook and e.grouped:
-            other = by_key.setdefault(e.key, e)
+        # a kind may appear once per mode (the controller and a gateway pod reconcile a GatewayServer differently)
+        if seen.get(e.kind, set()) & set(e.modes):
+            raise WatchMapError(f"watches[{i}].kind: {e.kind} appears twice for mode(s) "
+                                f"{sorted(seen[e.kind] & set(e.modes))}")
+        seen.setdefault(e.kind, set()).update(e.modes)
+        for mode in e.modes if e.playbook and e.grouped else ():
+            other = by_key.setdefault(f"{mode} {e.key}", e)
             if other.playbook != e.playbook or other.status != e.status:
                 raise WatchMapError(f"watches[{i}].key: {e.key!r} is shared with {other.kind}, which has another "
                                     f"playbook or status setting (a group has one playbook)")

@@ -503,12 +503,13 @@ def test_apiserver_restart_does_not_kill_the_controller(lab1, kube, controllers)
 
 
 def test_deploy_manifests_server_side_dry_run(lab1):
-    """deploy/controller (kustomize) is accepted by the apiserver (server-side dry run)."""
+    """deploy/ (one kustomization: CRDs, RBAC, controller, node agent) is accepted by the apiserver (server-side
+    dry run); tests/e2e/test_in_cluster.py installs it for real on a real-node lab."""
     kubectl = os.path.join(os.path.dirname(sys.executable), "kubectl")
     if not os.path.exists(kubectl):
         kubectl = "kubectl"
     out = subprocess.run([kubectl, "--kubeconfig", lab1["a"].kubeconfig, "apply", "--dry-run=server", "-k",
-                          os.path.join(ROOT, "deploy", "controller")], capture_output=True, text=True, check=False)
+                          os.path.join(ROOT, "deploy")], capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
     for what in ("deployment.apps/liqo-fabric-controller", "daemonset.apps/liqo-fabric-node-agent",
                  "serviceaccount/liqo-fabric-controller", "clusterrole.rbac.authorization.k8s.io/liqo-fabric-controller"):

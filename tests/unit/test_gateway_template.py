@@ -11,6 +11,7 @@ sys.path.insert(0, os.path.join(ROOT, "build", "collections"))
 
 from ansible_collections.liqo.fabric.plugins.module_utils.gateway_template import (  # noqa: E402  pylint: disable=wrong-import-position
     TemplateError, render, render_gateway_template, render_string, template_data)
+from controller.__main__ import parse_args  # noqa: E402  pylint: disable=wrong-import-position
 
 SERVER = {
     "apiVersion": "networking.liqo.io/v1beta1", "kind": "GatewayServer",
@@ -108,6 +109,13 @@ def test_render_does_not_mutate_its_inputs():
     assert tmpl == before_t and SERVER == before_g
 
 
+def assert_runs_the_engine_in_gateway_mode(container, kind, name, namespace):
+    """The rendered container runs the image's engine, and the engine's own parser accepts its arguments."""
+    assert container["command"] == ["python3", "-m", "controller"]
+    args = parse_args(container["args"])
+    assert (args.mode, args.gateway_kind, args.gateway_name, args.gateway_namespace) == ("gateway", kind, name, namespace)
+
+
 def test_default_server_template_renders_service_and_deployment():
     out = render_gateway_template(_load("wireguard-server.yaml"), SERVER)
     assert "{{" not in yaml.safe_dump(out)
@@ -120,10 +128,10 @@ def test_default_server_template_renders_service_and_deployment():
     pod = dep["spec"]["template"]
     assert dep["spec"]["selector"]["matchLabels"] == pod["metadata"]["labels"] == svc["spec"]["selector"]
     container = pod["spec"]["containers"][0]
-    assert "--mtu=1340" in container["args"] and "--listen-port=51820" in container["args"] and "--mode=server" in container["args"]
-    assert "--remote-cluster-id=506f88d4-9918-4848-ab74-2a75ae32647f" in container["args"]
+    assert container["image"] == "docker.io/liqo-fabric/fabric:0.1.0" and container["imagePullPolicy"] == "IfNotPresent"
+    assert_runs_the_engine_in_gateway_mode(container, "GatewayServer", "server", "liqo-tenant-dry-paper")
     assert container["ports"][0]["containerPort"] == 51820
-    assert pod["spec"]["volumes"][0]["secret"]["secretName"] == "server-keys"
+    assert container["securityContext"] == {"privileged": True}
     assert out["metadata"]["labels"]["liqo.io/remote-cluster-id"] == "506f88d4-9918-4848-ab74-2a75ae32647f"
 
 
@@ -141,8 +149,8 @@ def test_default_client_template_renders_deployment():
     out = render_gateway_template(_load("wireguard-client.yaml"), CLIENT)
     assert "{{" not in yaml.safe_dump(out)
     assert "service" not in out["spec"]
-    args = out["spec"]["deployment"]["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert "--endpoint-address=10.42.3.54" in args and "--endpoint-port=32133" in args and "--mode=client" in args
+    container = out["spec"]["deployment"]["spec"]["template"]["spec"]["containers"][0]
+    assert_runs_the_engine_in_gateway_mode(container, "GatewayClient", "client", "default")
     assert out["spec"]["deployment"]["metadata"]["namespace"] == "default"
     assert out["spec"]["secretRef"] == {"name": "client-keys"}
 

@@ -1,0 +1,40 @@
+"""One image, one engine, three modes (issue 16): the command line of each mode and the watch map's modes."""
+import pytest
+
+from controller import __main__ as cli
+from controller import watchmap
+
+
+def test_modes_parse():
+    assert cli.parse_args([]).mode == "controller"
+    assert cli.parse_args(["--mode", "node"]).mode == "node"
+    args = cli.parse_args(["--mode=gateway", "--gateway-kind=GatewayServer", "--name=server", "--namespace=default"])
+    assert (args.mode, args.gateway_kind, args.gateway_name, args.gateway_namespace) == (
+        "gateway", "GatewayServer", "server", "default")
+    with pytest.raises(SystemExit):
+        cli.parse_args(["--mode", "server"])   # the old template's program: not a mode
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--mode", "gateway", "--name", "s", "--namespace", "d"], "--mode gateway needs --gateway-kind"),
+    (["--mode", "gateway", "--gateway-kind", "GatewayClient"], "--mode gateway needs --name, --namespace"),
+    (["--mode", "node"], "--mode node needs --node-name"),
+    (["--node-mode"], "--mode node needs --node-name"),
+])
+def test_a_mode_without_its_arguments_exits_naming_them(argv, message, monkeypatch):
+    for var in ("NODE_NAME", "POD_NAMESPACE"):
+        monkeypatch.delenv(var, raising=False)
+    with pytest.raises(SystemExit) as exc:
+        cli.main(argv)
+    assert str(exc.value).startswith(message), str(exc.value)
+
+
+def test_a_kind_appears_once_per_mode(tmp_path):
+    (tmp_path / "a.yml").write_text("[]")
+    (tmp_path / "b.yml").write_text("[]")
+    entries = watchmap.parse([{"kind": "GatewayServer", "playbook": "a.yml", "modes": ["controller"]},
+                              {"kind": "GatewayServer", "playbook": "b.yml", "modes": ["gateway"]}], str(tmp_path))
+    assert [e.modes for e in entries] == [("controller",), ("gateway",)]
+    with pytest.raises(watchmap.WatchMapError, match=r"watches\[1\].kind: GatewayServer appears twice for mode\(s\) \['gateway'\]"):
+        watchmap.parse([{"kind": "GatewayServer", "playbook": "a.yml", "modes": ["controller", "gateway"]},
+                        {"kind": "GatewayServer", "playbook": "b.yml", "modes": ["gateway"]}], str(tmp_path))
