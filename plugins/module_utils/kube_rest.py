@@ -59,6 +59,7 @@ class Connection:
         self.base = config.base
         self._local = threading.local()
         self._generation = 0  # bumped when the TLS identity changes: threads drop their old connections
+        self.last_date = None  # the Date header of the last answer
 
     @classmethod
     def from_kubeconfig(cls, path, context=None, **kwargs):
@@ -153,6 +154,7 @@ class Connection:
                 conn.request(method, url, body=data, headers=self._headers(extra))
                 resp = conn.getresponse()
                 raw = resp.read()
+                self.last_date = resp.getheader("Date")  # the apiserver's clock (liqo.fabric.diagnose: skew)
             except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as exc:
                 # a kept-alive connection the server closed is retried once on a new one
                 self._drop()

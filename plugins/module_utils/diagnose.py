@@ -1,0 +1,215 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, liqo.fabric developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The checks of liqo.fabric.diagnose: each names what it looked at and, when it fails, the likely cause and
+the fix. Pure functions over API objects and module results (no I/O), so the module, the filters and the
+tests share them. A check: {where, check, object, ok, detail, cause, fix}."""
+
+from __future__ import annotations
+
+import email.utils
+import ipaddress
+
+from ansible_collections.liqo.fabric.plugins.module_utils.gateway import (
+    KEY_SECRET_LABEL, MTU_ANNOTATION, secret_name)
+from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import PLURALS, REMOTE_CLUSTER_ID_LABEL
+
+GROUP = "networking.liqo.io"
+HANDSHAKE_MAX_AGE = 180  # s: WireGuard renews a handshake every 2 min on a live tunnel
+CLOCK_SKEW_MAX = 5.0     # s: the apiservers' Date headers have 1 s resolution
+
+
+def check(where, name, obj, ok, detail="", cause="", fix=""):
+    return {"where": where, "check": name, "object": obj, "ok": bool(ok), "detail": detail,
+            "cause": "" if ok else cause, "fix": "" if ok else fix}
+
+
+def _ref(obj):
+    meta = obj.get("metadata") or {}
+    return "%s %s/%s" % (obj.get("kind"), meta.get("namespace"), meta.get("name")) if meta.get("namespace") else \
+        "%s %s" % (obj.get("kind"), meta.get("name"))
+
+
+def _remote_id(obj):
+    return ((obj.get("metadata") or {}).get("labels") or {}).get(REMOTE_CLUSTER_ID_LABEL)
+
+
+# ------------------------------------------------------------------------------------------------- API
+def crd_checks(where, crds, install_fix):
+    """Every kind of the fabric has its CRD, served in some version, with v1beta1 stored."""
+    by_kind = {(c.get("spec") or {}).get("names", {}).get("kind"): c for c in crds
+               if (c.get("spec") or {}).get("group") == GROUP}
+    out = []
+    for kind, plural in sorted(PLURALS.items()):
+        crd = by_kind.get(kind)
+        name = "customresourcedefinition %s.%s" % (plural, GROUP)
+        if crd is None:
+            out.append(check(where, "CRD installed", name, False, "", "the fabric's API is not installed on this cluster",
+                             install_fix))
+            continue
+        versions = crd["spec"].get("versions") or []
+        served = [v["name"] for v in versions if v.get("served")]
+        stored = [v["name"] for v in versions if v.get("storage")]
+        out.append(check(where, "CRD installed", name, served and stored,
+                         "served %s, stored %s" % (",".join(served) or "none", ",".join(stored) or "none"),
+                         "no version is served or stored", install_fix))
+    return out
+
+
+def configuration_checks(where, confs, reconcile_fix):
+    """Each Configuration remapped by the IPAM, and no two remaps overlapping."""
+    out, remaps = [], []
+    for conf in confs:
+        status = ((conf.get("status") or {}).get("remote") or {}).get("cidr") or {}
+        spec = ((conf.get("spec") or {}).get("remote") or {}).get("cidr") or {}
+        ok = bool(status.get("pod"))
+        cond = next((c for c in (conf.get("status") or {}).get("conditions") or [] if c.get("status") == "False"), None)
+        out.append(check(where, "Configuration remapped", _ref(conf), ok,
+                         "pod %s -> %s, external %s -> %s" % (spec.get("pod"), status.get("pod"), spec.get("external"),
+                                                              status.get("external")) if ok else "no status.remote.cidr",
+                         "the IPAM failed: %s" % cond.get("message") if cond else "the IPAM has not run since it was created",
+                         reconcile_fix))
+        for field in ("pod", "external"):
+            if status.get(field):
+                try:
+                    remaps.append((ipaddress.ip_network(status[field], strict=False), _ref(conf), field))
+                except ValueError:
+                    out.append(check(where, "Configuration remapped", _ref(conf), False, "status.remote.cidr.%s: %r"
+                                     % (field, status[field]), "not a CIDR", reconcile_fix))
+    overlaps = ["%s (%s %s) and %s (%s %s)" % (a[1], a[2], a[0], b[1], b[2], b[0])
+                for i, a in enumerate(remaps) for b in remaps[i + 1:] if a[0].overlaps(b[0])]
+    out.append(check(where, "remapped CIDRs do not overlap", "%d remapped CIDRs" % len(remaps), not overlaps,
+                     "; ".join(overlaps), "two peers were given overlapping remaps (a ledger edited by hand?)",
+                     reconcile_fix))
+    return out
+
+
+def gateway_checks(where, gateways, secrets, public_keys, connections, gateway_fix):
+    """Per gateway: its key Secret, the peer's PublicKey, equal MTUs, its Connection."""
+    out = []
+    secret_by_name = {(s["metadata"]["namespace"], s["metadata"]["name"]): s for s in secrets}
+    for gw in gateways:
+        meta, spec = gw["metadata"], gw.get("spec") or {}
+        ns, kind, ref = meta["namespace"], gw["kind"], _ref(gw)
+        sname = secret_name(kind, meta["name"])
+        data = (secret_by_name.get((ns, sname)) or {}).get("data") or {}
+        out.append(check(where, "gateway keys present", "%s (Secret %s/%s)" % (ref, ns, sname),
+                         "privateKey" in data and "publicKey" in data, "privateKey and publicKey set (not shown)",
+                         "the key Secret is missing or incomplete: the gateway was never planned, or it was deleted",
+                         gateway_fix))
+        remote = _remote_id(gw)
+        pks = [p for p in public_keys if _remote_id(p) == remote and p["metadata"]["namespace"] == ns] or \
+              [p for p in public_keys if _remote_id(p) == remote]
+        out.append(check(where, "peer's PublicKey present", "%s (%s=%s)" % (ref, REMOTE_CLUSTER_ID_LABEL, remote),
+                         bool(pks), ", ".join(_ref(p) for p in pks),
+                         "the remote cluster's PublicKey was not applied here",
+                         "apply the PublicKey the peer generates (ansible-playbook liqo.fabric.generate_publickey on it)"))
+        if pks:
+            remote_mtu = ((pks[0]["metadata"].get("annotations") or {}).get(MTU_ANNOTATION))
+            mtu = spec.get("mtu", 1340)
+            same = remote_mtu is None or str(remote_mtu) == str(mtu)
+            out.append(check(where, "MTU equal on both sides", ref, same,
+                             "here %s, the peer %s" % (mtu, remote_mtu if remote_mtu is not None else "not announced"),
+                             "the two gateways were given different MTUs: packets of the larger size are dropped",
+                             "set the same spec.mtu on both sides (connect -e mtu=N)"))
+        conn = next((c for c in connections if c["metadata"]["namespace"] == ns and _remote_id(c) == remote), None)
+        value = ((conn or {}).get("status") or {}).get("value")
+        cond = next((c for c in ((conn or {}).get("status") or {}).get("conditions") or []), {})
+        latency = ((conn or {}).get("status") or {}).get("latency") or {}
+        latency = latency.get("value") if isinstance(latency, dict) else latency
+        out.append(check(where, "Connection Connected", _ref(conn) if conn else "%s: no Connection" % ref,
+                         value == "Connected", "%s%s" % (value or "none", ", latency %s" % latency if latency else ""),
+                         cond.get("message") or "the gateway was never brought up on its gateway host", gateway_fix))
+    return out
+
+
+def clock_skew_check(where, local_date, remote_date, local_seen, remote_seen):
+    """The two apiservers' clocks, from their Date headers, each corrected by when this machine read it."""
+    if not (local_date and remote_date):
+        return check(where, "apiserver clocks agree", "Date headers", False, "no Date header from an apiserver",
+                     "an apiserver (or a proxy) sends no Date header", "")
+    a = email.utils.parsedate_to_datetime(local_date).timestamp() - local_seen
+    b = email.utils.parsedate_to_datetime(remote_date).timestamp() - remote_seen
+    skew = abs(a - b)
+    return check(where, "apiserver clocks agree", "Date headers of both apiservers", skew <= CLOCK_SKEW_MAX,
+                 "skew %.0f s (<= %.0f s wanted, 1 s resolution)" % (skew, CLOCK_SKEW_MAX),
+                 "the clusters' clocks differ: expiring credentials and certificates fail on one side",
+                 "synchronise both clusters' clocks (NTP)")
+
+
+# ------------------------------------------------------------------------------------------- hosts
+def gateway_host_checks(host, dataplane, tunnels, fix):
+    """From a check-mode run of gateway_dataplane (what it would change) and wireguard_info per interface."""
+    out = []
+    if not dataplane or dataplane.get("skipped"):
+        return [check(host, "gateway dataplane matches the plan", host, True, "no gateway to build on this host")]
+    if dataplane.get("failed"):
+        return [check(host, "gateway dataplane matches the plan", host, False, dataplane.get("msg", ""),
+                      "the host could not be read", fix)]
+    for gw in dataplane.get("gateways") or []:
+        parts = [p for p in ("wireguard", "rx_steering", "nat", "routes", "rules") if (gw.get(p) or {}).get("changed")]
+        details = []
+        for p in ("routes", "rules"):
+            for verb in ("added", "replaced", "removed"):
+                details += ["%s %s: %s" % (p, "missing" if verb == "added" else verb, x) for x in (gw.get(p) or {}).get(verb) or []]
+        out.append(check(host, "gateway dataplane matches the plan", "%s %s" % (gw.get("kind"), gw.get("interface")),
+                         not parts, "WireGuard interface, NAT table, tunnel routes and rules as planned" if not parts else
+                         "differs: %s%s" % (", ".join(parts), ("; " + "; ".join(details[:6])) if details else ""),
+                         "kernel state changed behind the fabric's back (drift), or never applied on this host", fix))
+    sysctls = dataplane.get("sysctls") or []
+    out.append(check(host, "forwarding and rp_filter sysctls", host, not sysctls,
+                     "net.ipv4.ip_forward=1, rp_filter loose or off" if not sysctls else "would change: %s" % ", ".join(sysctls),
+                     "a sysctl was reset (a reboot, another tool): forwarded or asymmetric traffic is dropped", fix))
+    for info in tunnels or []:
+        iface = info.get("interface") or {}
+        name = iface.get("name") or info.get("item")
+        if iface.get("state") != "present":
+            out.append(check(host, "WireGuard handshake recent", name, False, "no such interface",
+                             "the tunnel is not built on this host", fix))
+            continue
+        for peer in iface.get("peers") or [{}]:
+            age = peer.get("latest_handshake_age")
+            ok = age is not None and age <= HANDSHAKE_MAX_AGE
+            out.append(check(host, "WireGuard handshake recent", "%s peer %s" % (name, peer.get("endpoint") or "-"), ok,
+                             "last handshake %s, rx %s B, tx %s B" % ("never" if age is None else "%d s ago" % age,
+                                                                     peer.get("rx_bytes", 0), peer.get("tx_bytes", 0)),
+                             "no handshake: wrong public key on one side, the server's endpoint unreachable (firewall,"
+                             " NodePort, address) or the peer's gateway down",
+                             "compare the PublicKeys of both sides; check UDP reachability of the endpoint"))
+    return out
+
+
+def node_checks(host, overlay, fix):
+    """From a check-mode run of overlay_dataplane on a node: what it would change is drift."""
+    if not overlay or overlay.get("skipped"):
+        return [check(host, "overlay matches the plan", host, True, "no overlay planned for this host")]
+    if overlay.get("failed"):
+        return [check(host, "overlay matches the plan", host, False, overlay.get("msg", ""), "the node could not be read", fix)]
+    diffs = list((overlay.get("links") or {}).get("actions") or [])
+    for part in ("routes", "rules"):
+        for verb in ("added", "replaced", "removed"):
+            diffs += ["%s %s: %s" % (part, "missing" if verb == "added" else verb, x)
+                      for x in (overlay.get(part) or {}).get(verb) or []]
+    if (overlay.get("nat") or {}).get("changed"):
+        diffs.append("masquerade bypass table %s differs" % overlay["nat"].get("table"))
+    return [check(host, "overlay matches the plan", "%s (links, table %s, rules, bypass)" % (host, overlay.get("table")),
+                  not diffs, "links up, routes and rules as planned" if not diffs else "; ".join(diffs[:8]),
+                  "kernel state changed behind the fabric's back (drift), or the node was never reconciled", fix)]
+
+
+# ------------------------------------------------------------------------------------------ report
+def table(checks):
+    """The short report: a line per check, the cause and fix under each failure, a summary line."""
+    lines = []
+    width = max([len(c["where"]) for c in checks] or [0])
+    for c in checks:
+        lines.append("%s  %-*s  %-36s %s%s" % ("PASS" if c["ok"] else "FAIL", width, c["where"], c["check"], c["object"],
+                                             (": " + c["detail"]) if c["detail"] else ""))
+        if not c["ok"]:
+            if c["cause"]:
+                lines.append("      cause: %s" % c["cause"])
+            if c["fix"]:
+                lines.append("      fix:   %s" % c["fix"])
+    failed = len([c for c in checks if not c["ok"]])
+    lines.append("%d checks, %d passed, %d failed" % (len(checks), len(checks) - failed, failed))
+    return "\n".join(lines)

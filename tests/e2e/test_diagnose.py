@@ -1,0 +1,109 @@
+"""Issue 21, liqo.fabric.diagnose on two connected lab clusters: every check passes on a healthy fabric; each fault
+injected by hand (a flushed NAT table, deleted overlay routes, an rp_filter turned strict, an MTU changed on one
+side) is named with its object, cause and fix, the run exits non-zero, and nothing is repaired by it (it writes
+nothing). JSON on request. The tests run in order on one lab."""
+import json
+import re
+import shutil
+
+import pytest
+
+from tests.conftest import require_root
+from tests.e2e import fabric
+from tests.e2e.fabric import kubectl, playbook
+from tests.lab import Lab, netns
+
+pytestmark = pytest.mark.skipif(not shutil.which("kubectl"), reason="kubectl is not installed")
+TABLE = "18952"
+
+
+@pytest.fixture(scope="module")
+def lab():
+    require_root()
+    with Lab([{"name": "a"}, {"name": "b"}], pod_cidr="10.243.0.0/16", nodes=2, pods_per_node=1) as lab_:
+        fabric.install(lab_["a"])
+        fabric.install(lab_["b"])
+        groups = {"gateway_group": "cluster_a_gateway", "remote_gateway_group": "cluster_b_gateway",
+                  "nodes_group": "cluster_a_nodes", "remote_nodes_group": "cluster_b_nodes"}
+        playbook("connect", lab_.inventory_path, kubeconfig=lab_["a"].kubeconfig,
+                 remote_kubeconfig=lab_["b"].kubeconfig, wait=True, wait_timeout=60, **groups)
+        lab_.groups = groups
+        yield lab_
+
+
+def diagnose(lab, **extra):
+    return playbook("diagnose", lab.inventory_path, check=False, kubeconfig=lab["a"].kubeconfig,
+                    remote_kubeconfig=lab["b"].kubeconfig, **lab.groups, **extra)
+
+
+def report(proc) -> list:
+    return [line for line in proc.stdout.splitlines() if line.startswith(("PASS ", "FAIL ", "      "))]
+
+
+def failed(proc) -> list:
+    return [line for line in report(proc) if line.startswith("FAIL ")]
+
+
+def test_healthy_fabric_passes_every_check(lab):
+    proc = diagnose(lab)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    lines = report(proc)
+    assert not failed(proc), "\n".join(failed(proc))
+    text = "\n".join(lines)
+    for what in ("CRD installed", "Configuration remapped", "remapped CIDRs do not overlap", "gateway keys present",
+                 "peer's PublicKey present", "MTU equal on both sides", "Connection Connected", "apiserver clocks agree",
+                 "gateway dataplane matches the plan", "forwarding and rp_filter sysctls", "WireGuard handshake recent",
+                 "overlay matches the plan"):
+        assert what in text, what
+    # both clusters, every node of each, both gateway hosts
+    for node in ("a-node-1", "a-node-2", "b-node-1", "b-node-2"):
+        assert re.search(rf"^PASS\s+{node} \(\w+\)\s+overlay matches the plan", text, re.M), node
+    assert re.search(r"last handshake \d+ s ago, rx \d+ B, tx \d+ B", text)
+    assert re.search(r"^\d+ checks, \d+ passed, 0 failed$", proc.stdout, re.M)
+    assert "privateKey and publicKey set (not shown)" in text
+
+
+def test_each_fault_is_named_with_cause_and_fix_and_left_alone(lab):
+    a, b = lab["a"], lab["b"]
+    gw, node2 = a.node("a-node-1"), a.node("a-node-2")
+    nft = netns.run(["ip", "netns", "exec", gw.netns, "nft", "list", "tables"]).stdout.split()
+    nat = next(t for t in nft if t.startswith("lfgw_"))
+    netns.run(["ip", "netns", "exec", gw.netns, "nft", "flush", "table", "ip", nat])
+    netns.run(["ip", "-n", node2.netns, "route", "flush", "table", TABLE])
+    netns.run(["ip", "netns", "exec", b.node("b-node-1").netns, "sysctl", "-qw", "net.ipv4.conf.all.rp_filter=1"])
+    client = json.loads(kubectl(a, "get", "gatewayclients.networking.liqo.io", "-A", "-o", "json"))["items"][0]
+    kubectl(a, "patch", "gatewayclients.networking.liqo.io", "-n", client["metadata"]["namespace"],
+            client["metadata"]["name"], "--type=merge", "-p", '{"spec":{"mtu":1300}}')
+    try:
+        proc = diagnose(lab)
+        assert proc.returncode != 0
+        bad = "\n".join(failed(proc))
+        text = "\n".join(report(proc))
+        assert re.search(r"FAIL\s+a-node-1 \(local\)\s+gateway dataplane matches the plan\s+GatewayClient lwg\w+: differs: "
+                         r"wireguard, nat",  # wireguard: the MTU changed below
+                         bad), bad
+        assert re.search(rf"FAIL\s+a-node-2 \(local\)\s+overlay matches the plan.*routes missing: ", bad), bad
+        assert re.search(r"FAIL\s+b-node-1 \(remote\)\s+forwarding and rp_filter sysctls.*rp_filter", bad), bad
+        assert re.search(r"FAIL\s+local\s+MTU equal on both sides\s+GatewayClient .*here 1300, the peer 1340", bad), bad
+        assert len(failed(proc)) == 4, bad
+        # under each failure: the likely cause and the fix
+        assert "cause: the two gateways were given different MTUs" in text
+        assert "fix:   ansible-playbook -i INVENTORY liqo.fabric.reconcile_overlay" in text
+        assert "fix:   ansible-playbook -i INVENTORY liqo.fabric.reconcile_gateway" in text
+        assert "cause: kernel state changed behind the fabric's back (drift)" in text
+        assert re.search(r"^\d+ checks, \d+ passed, 4 failed$", proc.stdout, re.M)
+        # JSON on request, the same findings
+        js = diagnose(lab, output="json")
+        checks = json.loads(re.search(r"^\[.*^\]", js.stdout, re.M | re.S).group(0))
+        assert len([c for c in checks if not c["ok"]]) == 4
+        assert all(c["cause"] and c["fix"] for c in checks if not c["ok"])
+        # diagnose repaired nothing
+        assert netns.run(["ip", "netns", "exec", gw.netns, "nft", "list", "table", "ip", nat]).stdout.count("dnat") == 0
+        assert netns.run(["ip", "-n", node2.netns, "route", "show", "table", TABLE]).stdout.strip() == ""
+    finally:
+        kubectl(a, "patch", "gatewayclients.networking.liqo.io", "-n", client["metadata"]["namespace"],
+                client["metadata"]["name"], "--type=merge", "-p", '{"spec":{"mtu":1340}}')
+        netns.run(["ip", "netns", "exec", b.node("b-node-1").netns, "sysctl", "-qw", "net.ipv4.conf.all.rp_filter=2"])
+    playbook("reconcile_gateway", lab.inventory_path, kubeconfig=a.kubeconfig, gateway_group="cluster_a_gateway",
+             nodes_group="cluster_a_nodes")
+    assert diagnose(lab).returncode == 0

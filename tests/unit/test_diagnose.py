@@ -1,0 +1,79 @@
+"""The pure checks of liqo.fabric.diagnose (module_utils/diagnose.py); the playbook on a lab is
+tests/e2e/test_diagnose.py."""
+import email.utils
+
+from ansible_collections.liqo.fabric.plugins.module_utils import diagnose
+
+
+def conf(name, pod, external, remapped_pod=None, remapped_external=None, conditions=None):
+    status = {"conditions": conditions or []}
+    if remapped_pod:
+        status["remote"] = {"cidr": {"pod": remapped_pod, "external": remapped_external}}
+    return {"kind": "Configuration", "metadata": {"name": name, "namespace": "liqo-tenant-" + name},
+            "spec": {"remote": {"cidr": {"pod": pod, "external": external}}}, "status": status}
+
+
+def test_remaps_reported_and_overlaps_named():
+    checks = diagnose.configuration_checks("a", [
+        conf("b", "10.243.0.0/16", "10.70.0.0/16", "10.0.0.0/16", "10.1.0.0/16"),
+        conf("c", "10.243.0.0/16", "10.70.0.0/16", "10.1.0.0/16", "10.2.0.0/16"),
+        conf("d", "10.243.0.0/16", "10.70.0.0/16", conditions=[{"status": "False", "message": "pools too small"}]),
+    ], "fix-it")
+    by = {(c["check"], c["object"]): c for c in checks}
+    assert by[("Configuration remapped", "Configuration liqo-tenant-b/b")]["ok"]
+    assert by[("Configuration remapped", "Configuration liqo-tenant-b/b")]["detail"].startswith("pod 10.243.0.0/16 -> 10.0.0.0/16")
+    d = by[("Configuration remapped", "Configuration liqo-tenant-d/d")]
+    assert not d["ok"] and d["cause"] == "the IPAM failed: pools too small" and d["fix"] == "fix-it"
+    overlap = [c for c in checks if c["check"] == "remapped CIDRs do not overlap"][0]
+    assert not overlap["ok"]
+    assert "liqo-tenant-b/b (external 10.1.0.0/16) and Configuration liqo-tenant-c/c (pod 10.1.0.0/16)" in overlap["detail"]
+
+
+def test_missing_crd_names_the_crd_and_the_install():
+    crds = [{"spec": {"group": "networking.liqo.io", "names": {"kind": "Configuration"},
+                      "versions": [{"name": "v1beta1", "served": True, "storage": True}]}}]
+    checks = diagnose.crd_checks("a", crds, "install-it")
+    ok = [c for c in checks if c["ok"]]
+    assert [c["object"] for c in ok] == ["customresourcedefinition configurations.networking.liqo.io"]
+    missing = [c for c in checks if not c["ok"]]
+    assert len(missing) == 6 and all(c["fix"] == "install-it" for c in missing)
+
+
+def test_clock_skew_from_the_date_headers():
+    now = 1_800_000_000.0
+    same = diagnose.clock_skew_check("a/b", email.utils.formatdate(now, usegmt=True),
+                                     email.utils.formatdate(now + 1, usegmt=True), now, now + 1)
+    assert same["ok"] and "skew 0 s" in same["detail"]
+    off = diagnose.clock_skew_check("a/b", email.utils.formatdate(now, usegmt=True),
+                                    email.utils.formatdate(now + 60, usegmt=True), now, now)
+    assert not off["ok"] and "skew 60 s" in off["detail"] and "NTP" in off["fix"]
+
+
+def test_gateway_host_drift_and_a_dead_handshake():
+    dataplane = {"gateways": [{"kind": "GatewayClient", "interface": "lwg1", "nat": {"changed": True},
+                               "routes": {"changed": True, "added": ["0.0.0.0/0 dev lwg1"]}}], "sysctls": []}
+    tunnels = [{"interface": {"name": "lwg1", "state": "present",
+                              "peers": [{"endpoint": "192.0.2.1:51820", "latest_handshake_age": None}]}}]
+    checks = diagnose.gateway_host_checks("gw", dataplane, tunnels, "fix-it")
+    drift, sysctl, hs = checks
+    assert not drift["ok"] and drift["detail"] == "differs: nat, routes; routes missing: 0.0.0.0/0 dev lwg1"
+    assert sysctl["ok"]
+    assert not hs["ok"] and "last handshake never" in hs["detail"] and "wrong public key" in hs["cause"]
+    assert diagnose.gateway_host_checks("gw", {"skipped": True}, [], "f")[0]["ok"]
+
+
+def test_node_drift_lists_what_differs():
+    overlay = {"table": 18952, "links": {"actions": ["lov1: create link"]}, "routes": {"added": [], "removed": ["x"]},
+               "rules": {"added": ["1900: from all to 10.0.0.0/16 lookup 18952"], "removed": []}, "nat": {"changed": False}}
+    (c,) = diagnose.node_checks("n1", overlay, "fix-it")
+    assert not c["ok"]
+    assert c["detail"] == "lov1: create link; routes removed: x; rules missing: 1900: from all to 10.0.0.0/16 lookup 18952"
+
+
+def test_the_report():
+    text = diagnose.table([diagnose.check("a", "c1", "o1", True, "fine"),
+                           diagnose.check("node-1 (local)", "c2", "o2", False, "bad", "because", "do this")])
+    lines = text.splitlines()
+    assert lines[0].startswith("PASS  a               c1")
+    assert lines[1].startswith("FAIL  node-1 (local)  c2") and lines[1].endswith("o2: bad")
+    assert lines[2:] == ["      cause: because", "      fix:   do this", "2 checks, 1 passed, 1 failed"]
