@@ -1,7 +1,12 @@
-"""Issue 21, liqo.fabric.diagnose on two connected lab clusters: every check passes on a healthy fabric; each fault
-injected by hand (a flushed NAT table, deleted overlay routes, an rp_filter turned strict, an MTU changed on one
-side) is named with its object, cause and fix, the run exits non-zero, and nothing is repaired by it (it writes
-nothing). JSON on request. The tests run in order on one lab."""
+"""Issue 21, liqo.fabric.verify and liqo.fabric.diagnose on two connected lab clusters (2 nodes x 2 pods each).
+
+verify: every node pair (one pod each; every pod pair with full=true) and every node that is not a gateway host
+reach the remote pods at their remapped addresses, small and full-size (MTU) packets, both directions, from the
+pods' own network namespaces; a broken node is named and the run exits non-zero.
+diagnose: every check passes on a healthy fabric; each fault injected by hand (a flushed NAT table, deleted overlay
+routes, an rp_filter turned strict, an MTU changed on one side) is named with its object, cause and fix, the run
+exits non-zero, and nothing is repaired by it (it writes nothing). JSON on request for both. The tests run in
+order on one lab."""
 import json
 import re
 import shutil
@@ -20,7 +25,7 @@ TABLE = "18952"
 @pytest.fixture(scope="module")
 def lab():
     require_root()
-    with Lab([{"name": "a"}, {"name": "b"}], pod_cidr="10.243.0.0/16", nodes=2, pods_per_node=1) as lab_:
+    with Lab([{"name": "a"}, {"name": "b"}], pod_cidr="10.243.0.0/16", nodes=2, pods_per_node=2) as lab_:
         fabric.install(lab_["a"])
         fabric.install(lab_["b"])
         groups = {"gateway_group": "cluster_a_gateway", "remote_gateway_group": "cluster_b_gateway",
@@ -29,6 +34,58 @@ def lab():
                  remote_kubeconfig=lab_["b"].kubeconfig, wait=True, wait_timeout=60, **groups)
         lab_.groups = groups
         yield lab_
+
+
+def verify(lab, **extra):
+    return playbook("verify", lab.inventory_path, check=False, kubeconfig=lab["a"].kubeconfig,
+                    remote_kubeconfig=lab["b"].kubeconfig, nodes_group=lab.groups["nodes_group"],
+                    remote_nodes_group=lab.groups["remote_nodes_group"], **extra)
+
+
+def probe_lines(proc, status="PASS") -> list:
+    return [line for line in proc.stdout.splitlines() if line.startswith(status + " ")]
+
+
+def test_verify_reaches_every_node_pair_both_ways_small_and_full_size(lab):
+    proc = verify(lab)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    passed = probe_lines(proc)
+    # per direction: 2 source nodes x (1 pod + the node itself unless gateway host) x 2 remote nodes x 2 sizes
+    assert len(passed) == 2 * (2 * 1 * 2 * 2 + 1 * 2 * 2), "\n".join(passed)
+    assert not probe_lines(proc, "FAIL")
+    skipped = probe_lines(proc, "SKIP")
+    assert [s.split()[4:6] for s in skipped] == [["node", "a-node-1:"], ["node", "b-node-1:"]], skipped
+    for direction, src, dst in (("local -> remote", "a", "b"), ("remote -> local", "b", "a")):
+        for n in (1, 2):
+            for m in (1, 2):
+                # a pod of node n reaches a pod of remote node m at its remapped address (host bits kept)
+                pat = (rf"^PASS  {direction}  default/pod-{n}-1 \(10\.243\.{n - 1}\.2 on {src}-node-{n}\) -> "
+                       rf"default/pod-{m}-1 (\d+\.\d+)\.{m - 1}\.2 \(10\.243\.{m - 1}\.2 on {dst}-node-{m}\)  (56|1312) B  rtt ")
+                found = [re.match(pat, line) for line in passed if re.match(pat, line)]
+                assert len(found) == 2 and found[0].group(1) != "10.243", (direction, n, m)
+    assert re.search(r"^\d+ probes, \d+ passed, 0 failed, 2 skipped$", proc.stdout, re.M)
+
+
+def test_verify_full_covers_every_pod_pair_and_names_a_broken_node(lab):
+    full = verify(lab, full=True)
+    assert full.returncode == 0, full.stdout[-3000:]
+    # per direction: 4 pods x 4 remote pods + 1 non-gateway node x 2 remote nodes, each at 2 sizes
+    assert len(probe_lines(full)) == 2 * (4 * 4 + 1 * 2) * 2
+    node2 = lab["a"].node("a-node-2")
+    netns.run(["ip", "-n", node2.netns, "route", "flush", "table", TABLE])
+    try:
+        proc = verify(lab, output="json")
+        assert proc.returncode != 0
+        data = json.loads(re.search(r"^\{.*^\}", proc.stdout, re.M | re.S).group(0))
+        involved = [p for p in data["probes"] if "a-node-2" in (p["from_node"], p["node"])]
+        # every probe from a-node-2 (its pods and the node itself) or to its pods fails (the answers need the
+        # routes too), and nothing else
+        assert involved and all(not p["ok"] and p["error"].startswith("no answer") for p in involved), involved
+        assert all(p["ok"] for p in data["probes"] if p not in involved)
+        assert len(data["skipped"]) == 2
+    finally:
+        playbook("reconcile_overlay", lab.inventory_path, kubeconfig=lab["a"].kubeconfig, nodes_group="cluster_a_nodes")
+    assert verify(lab).returncode == 0
 
 
 def diagnose(lab, **extra):

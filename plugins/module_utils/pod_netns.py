@@ -1,0 +1,108 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, liqo.fabric developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The pods of this host seen from the host: the network namespaces at the other end of its veth links, and
+commands run inside them (liqo.fabric.pod_probe: a pod's own traffic without a shell or tools in its image).
+
+A pod's namespace is found the way the kernel links it to the node: a veth of the host's namespace carries the
+peer namespace's id (IFLA_LINK_NETNSID); the named namespaces (/run/netns: CNI's cni-*, the lab's) are matched
+to those ids (RTM_GETNSID), then read from inside. Overlapping pod CIDRs of other clusters on the same machine
+(the lab) never mix: only namespaces attached to this host's links count. setns(2) is per thread on Linux, so
+each namespace is entered by a short-lived thread and a process it starts runs there; Python 3.11 has no
+os.setns: libc through ctypes."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import socket
+import subprocess
+import threading
+
+NETNS_DIR = "/run/netns"
+CLONE_NEWNET = 0x40000000
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+class PodNetnsError(Exception):
+    pass
+
+
+def _in_netns(path, fn, timeout=30.0):
+    """fn() in a fresh thread that joined the namespace at `path`; its result, or its exception raised here."""
+    box = {}
+
+    def body():
+        try:
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                if _libc.setns(fd, CLONE_NEWNET) != 0:
+                    err = ctypes.get_errno()
+                    raise PodNetnsError("setns(%s): %s" % (path, os.strerror(err)))
+            finally:
+                os.close(fd)
+            box["result"] = fn()
+        except BaseException as exc:  # pylint: disable=broad-except
+            box["error"] = exc
+
+    thread = threading.Thread(target=body, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise PodNetnsError("%s: nothing answered in %s s" % (path, timeout))
+    if "error" in box:
+        raise box["error"]
+    return box.get("result")
+
+
+def attached_namespaces():
+    """{path: nsid} of the named namespaces at the other end of this namespace's links."""
+    from pyroute2 import IPRoute  # pylint: disable=import-outside-toplevel
+    with IPRoute() as ipr:
+        peers = {link.get_attr("IFLA_LINK_NETNSID") for link in ipr.get_links()} - {None}
+        out = {}
+        try:
+            names = sorted(os.listdir(NETNS_DIR))
+        except FileNotFoundError:
+            names = []
+        for name in names:
+            path = os.path.join(NETNS_DIR, name)
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except OSError:
+                continue
+            try:
+                nsid = (ipr.get_netnsid(fd=fd) or {}).get("nsid")
+            except Exception:  # pylint: disable=broad-except  # a stale or foreign file: not ours
+                nsid = None
+            finally:
+                os.close(fd)
+            if nsid in peers:
+                out[path] = nsid
+        return out
+
+
+def _ipv4_addresses():
+    from pyroute2 import IPRoute  # pylint: disable=import-outside-toplevel
+    with IPRoute() as ipr:
+        return [a.get_attr("IFA_ADDRESS") for a in ipr.get_addr(family=socket.AF_INET)]
+
+
+def pod_namespaces(addresses):
+    """{address: namespace path} for those of `addresses` that belong to a pod attached to this host."""
+    wanted, found = set(addresses), {}
+    for path in attached_namespaces():
+        if wanted <= set(found):
+            break
+        for address in _in_netns(path, _ipv4_addresses):
+            if address in wanted:
+                found[address] = path
+    return found
+
+
+def run_in(path, argv, timeout):
+    """A command run in the namespace at `path` (None: this one): (returncode, stdout)."""
+    def run():
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+        return proc.returncode, proc.stdout
+    return run() if path is None else _in_netns(path, run, timeout + 5)

@@ -1,0 +1,117 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, liqo.fabric developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: verify_plan
+short_description: The probes of liqo.fabric.verify between two connected clusters
+version_added: 0.1.0
+description:
+  - Reads the Running pods (with their own address) of both clusters, and each cluster's remap of the other's
+    pod CIDR, and returns what every node of each cluster probes with M(liqo.fabric.pod_probe) - from one pod per
+    node (every pod with O(full)) and from the node itself, to one pod per remote node (every remote pod with
+    O(full)), at the address this cluster's IPAM remapped it to, with a small and a full-size packet (the
+    gateway's MTU, don't fragment). Writes nothing.
+author: liqo.fabric developers (@liqo-fabric)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - liqo.fabric.kube
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+options:
+  remote_kubeconfig:
+    description: Kubeconfig of the peer cluster.
+    type: path
+    required: true
+  full:
+    description: Every pod pair instead of one pod per node pair.
+    type: bool
+    default: false
+"""
+
+EXAMPLES = r"""
+- name: What each node probes
+  liqo.fabric.verify_plan:
+    kubeconfig: /etc/liqo/a.kubeconfig
+    remote_kubeconfig: /etc/liqo/b.kubeconfig
+  register: verify_planned
+"""
+
+RETURN = r"""
+probes:
+  description:
+    - C(local) and C(remote) (the cluster of O(kubeconfig) and of O(remote_kubeconfig)), each a dict of node name
+      to its probes; a probe has C(cluster), C(peer), C(from) (a pod C(namespace/name) or C(node NAME)),
+      C(from_address) (null for the node itself), C(from_node), C(to), C(node) (the remote pod's node),
+      C(original) (its address), C(to_address) (remapped), C(size) (ICMP payload bytes).
+  returned: always
+  type: dict
+skipped:
+  description:
+    - Probes not run, with C(cluster), C(peer), C(from) and C(reason) - the host network of gateway hosts (Nodes
+      labelled C(liqo.io/gateway-host=true)): their own traffic leaves with the tunnel's transit address, which
+      the peer's nodes do not route back; their pods are probed.
+  returned: always
+  type: list
+  elements: dict
+cluster_ids:
+  description: C(local) and C(remote) cluster ids.
+  returned: always
+  type: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.liqo.fabric.plugins.module_utils import verify
+from ansible_collections.liqo.fabric.plugins.module_utils.gateway import KINDS
+from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import (
+    KUBE_ARG_SPEC, REMOTE_CLUSTER_ID_LABEL, Kube, with_kube)
+
+GATEWAY_HOST_LABEL = "liqo.io/gateway-host"
+
+
+def _mtu(kube, peer_id):
+    for kind in KINDS:
+        for gw in kube.list(kind, label_selector="%s=%s" % (REMOTE_CLUSTER_ID_LABEL, peer_id)):
+            return (gw.get("spec") or {}).get("mtu", 1340)
+    raise verify.VerifyError("no GatewayServer or GatewayClient labelled %s=%s (connect the clusters first)"
+                             % (REMOTE_CLUSTER_ID_LABEL, peer_id))
+
+
+def work(local, p):
+    remote = Kube(p["remote_kubeconfig"])
+    try:
+        sides = {"local": local, "remote": remote}
+        ids = {name: k.cluster_id() for name, k in sides.items()}
+        pods = {name: k.list("Pod") for name, k in sides.items()}
+        probes, skipped = {}, []
+        for name, other in (("local", "remote"), ("remote", "local")):
+            k = sides[name]
+            gateway_nodes = {n["metadata"]["name"] for n in k.list("Node", label_selector=GATEWAY_HOST_LABEL + "=true")}
+            probes[name], skip = verify.plan(name, other, pods[name], pods[other], k.list("Configuration"), ids[other],
+                                             _mtu(k, ids[other]), p["full"], gateway_nodes)
+            skipped += skip
+        return {"probes": probes, "skipped": skipped, "cluster_ids": ids}
+    finally:
+        remote.close()
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(**KUBE_ARG_SPEC, remote_kubeconfig=dict(type="path", required=True),
+                           full=dict(type="bool", default=False)),
+        supports_check_mode=True,
+    )
+    out = with_kube(module, lambda kube: work(kube, module.params), user_errors=(verify.VerifyError,))
+    module.exit_json(changed=False, **out)
+
+
+if __name__ == "__main__":
+    main()
