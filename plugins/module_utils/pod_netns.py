@@ -28,7 +28,7 @@ class PodNetnsError(Exception):
     pass
 
 
-def _in_netns(path, fn, timeout=30.0):
+def in_netns(path, fn, timeout=30.0):
     """fn() in a fresh thread that joined the namespace at `path`; its result, or its exception raised here."""
     box = {}
 
@@ -94,7 +94,7 @@ def pod_namespaces(addresses):
     for path in attached_namespaces():
         if wanted <= set(found):
             break
-        for address in _in_netns(path, _ipv4_addresses):
+        for address in in_netns(path, _ipv4_addresses):
             if address in wanted:
                 found[address] = path
     return found
@@ -105,4 +105,4 @@ def run_in(path, argv, timeout):
     def run():
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
         return proc.returncode, proc.stdout
-    return run() if path is None else _in_netns(path, run, timeout + 5)
+    return run() if path is None else in_netns(path, run, timeout + 5)

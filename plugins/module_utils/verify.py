@@ -101,3 +101,36 @@ def table(results, skipped=()):
     lines.append("%d probes, %d passed, %d failed%s" % (len(results), len(results) - failed, failed,
                                                        ", %d skipped" % len(skipped) if skipped else ""))
     return "\n".join(lines)
+
+
+def benchmark_pair(cluster, local_pods, remote_pods, configurations, peer_id, local_gateway_nodes=(), remote_gateway_nodes=()):
+    """The pods liqo.fabric.benchmark measures between: one of `cluster` and one of the peer, each on a node that
+    is not a gateway host when there is one (the path every other node's pods take: overlay, gateway, tunnel)."""
+    mine, theirs = running_pods(local_pods), running_pods(remote_pods)
+
+    def pick(pods, gateways, which):
+        nodes = [n for n in sorted(pods) if n not in gateways] or sorted(pods)
+        if not nodes:
+            raise VerifyError("%s: no Running pod with its own address on the %s cluster" % (cluster, which))
+        return pods[nodes[0]][0]
+
+    client, server = pick(mine, local_gateway_nodes, "local"), pick(theirs, remote_gateway_nodes, "remote")
+    probe = plan(cluster, "remote", [client], [server], configurations, peer_id, 1340)[0]
+    target = next(iter(probe.values()))[0]["to_address"]
+    return {"client": {"pod": _ref(client), "node": client["spec"]["nodeName"], "address": client["status"]["podIP"]},
+            "server": {"pod": _ref(server), "node": server["spec"]["nodeName"], "address": server["status"]["podIP"],
+                       "target": target}}
+
+
+def benchmark_table(figures):
+    """liqo.fabric.benchmark's report: the pod path and the tunnel side by side, and what the pod path costs."""
+    rows = [("pod to pod", figures["pod_to_pod"]), ("gateway to gateway", figures["gateway_to_gateway"])]
+    lines = ["%-20s %16s %12s %14s  %s" % ("", "throughput", "retransmits", "RTT (median)", "from -> to")]
+    for label, f in rows:
+        rtt = "%.3f ms" % float(f["rtt_ms"]) if f.get("rtt_ms") not in (None, "", "None") else "-"
+        lines.append("%-20s %9.1f Mbit/s %12s %14s  %s -> %s" % (label, float(f["mbit_per_s"]), f["retransmits"], rtt,
+                                                              f["from"], f["to"]))
+    diff = figures.get("rtt_difference_ms")
+    lines.append("pod path / tunnel: throughput x %.3f, RTT %s" % (
+        float(figures["throughput_ratio"]), "%+.3f ms" % float(diff) if diff not in (None, "", "None") else "-"))
+    return "\n".join(lines)

@@ -34,6 +34,10 @@ options:
     description: Every pod pair instead of one pod per node pair.
     type: bool
     default: false
+  benchmark:
+    description: Also return RV(benchmark), the pair of pods and the tunnel addresses liqo.fabric.benchmark measures.
+    type: bool
+    default: false
 """
 
 EXAMPLES = r"""
@@ -61,6 +65,13 @@ skipped:
   returned: always
   type: list
   elements: dict
+benchmark:
+  description:
+    - With O(benchmark), C(client) (a local pod - C(pod), C(node), C(address) - on a node that is not a gateway host
+      when there is one), C(server) (a remote pod likewise, with C(target), its remapped address) and C(transit)
+      (C(local) and C(remote), the gateways' tunnel addresses).
+  returned: when O(benchmark) is true
+  type: dict
 cluster_ids:
   description: C(local) and C(remote) cluster ids.
   returned: always
@@ -70,17 +81,18 @@ cluster_ids:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.liqo.fabric.plugins.module_utils import verify
-from ansible_collections.liqo.fabric.plugins.module_utils.gateway import KINDS
+from ansible_collections.liqo.fabric.plugins.module_utils.gateway import KINDS, TRANSIT
 from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import (
     KUBE_ARG_SPEC, REMOTE_CLUSTER_ID_LABEL, Kube, with_kube)
 
 GATEWAY_HOST_LABEL = "liqo.io/gateway-host"
+ROLES = {"GatewayServer": "Server", "GatewayClient": "Client"}
 
 
-def _mtu(kube, peer_id):
+def _gateway(kube, peer_id):
     for kind in KINDS:
         for gw in kube.list(kind, label_selector="%s=%s" % (REMOTE_CLUSTER_ID_LABEL, peer_id)):
-            return (gw.get("spec") or {}).get("mtu", 1340)
+            return dict(gw, kind=kind)
     raise verify.VerifyError("no GatewayServer or GatewayClient labelled %s=%s (connect the clusters first)"
                              % (REMOTE_CLUSTER_ID_LABEL, peer_id))
 
@@ -91,14 +103,21 @@ def work(local, p):
         sides = {"local": local, "remote": remote}
         ids = {name: k.cluster_id() for name, k in sides.items()}
         pods = {name: k.list("Pod") for name, k in sides.items()}
-        probes, skipped = {}, []
+        probes, skipped, gateway_nodes, gateways, confs = {}, [], {}, {}, {}
         for name, other in (("local", "remote"), ("remote", "local")):
             k = sides[name]
-            gateway_nodes = {n["metadata"]["name"] for n in k.list("Node", label_selector=GATEWAY_HOST_LABEL + "=true")}
-            probes[name], skip = verify.plan(name, other, pods[name], pods[other], k.list("Configuration"), ids[other],
-                                             _mtu(k, ids[other]), p["full"], gateway_nodes)
+            gateway_nodes[name] = {n["metadata"]["name"] for n in k.list("Node", label_selector=GATEWAY_HOST_LABEL + "=true")}
+            gateways[name], confs[name] = _gateway(k, ids[other]), k.list("Configuration")
+            probes[name], skip = verify.plan(name, other, pods[name], pods[other], confs[name], ids[other],
+                                             (gateways[name].get("spec") or {}).get("mtu", 1340), p["full"],
+                                             gateway_nodes[name])
             skipped += skip
-        return {"probes": probes, "skipped": skipped, "cluster_ids": ids}
+        out = {"probes": probes, "skipped": skipped, "cluster_ids": ids}
+        if p["benchmark"]:
+            out["benchmark"] = verify.benchmark_pair("local", pods["local"], pods["remote"], confs["local"], ids["remote"],
+                                                     gateway_nodes["local"], gateway_nodes["remote"])
+            out["benchmark"]["transit"] = {name: TRANSIT[ROLES[gw["kind"]]][0].split("/")[0] for name, gw in gateways.items()}
+        return out
     finally:
         remote.close()
 
@@ -106,7 +125,7 @@ def work(local, p):
 def main():
     module = AnsibleModule(
         argument_spec=dict(**KUBE_ARG_SPEC, remote_kubeconfig=dict(type="path", required=True),
-                           full=dict(type="bool", default=False)),
+                           full=dict(type="bool", default=False), benchmark=dict(type="bool", default=False)),
         supports_check_mode=True,
     )
     out = with_kube(module, lambda kube: work(kube, module.params), user_errors=(verify.VerifyError,))

@@ -1,8 +1,10 @@
-"""Issue 21, liqo.fabric.verify and liqo.fabric.diagnose on two connected lab clusters (2 nodes x 2 pods each).
+"""Issue 21, liqo.fabric.verify, liqo.fabric.benchmark and liqo.fabric.diagnose on two connected lab clusters
+(2 nodes x 2 pods each).
 
 verify: every node pair (one pod each; every pod pair with full=true) and every node that is not a gateway host
 reach the remote pods at their remapped addresses, small and full-size (MTU) packets, both directions, from the
 pods' own network namespaces; a broken node is named and the run exits non-zero.
+benchmark: the pod path and the tunnel measured side by side (iperf3, ping), no server left behind.
 diagnose: every check passes on a healthy fabric; each fault injected by hand (a flushed NAT table, deleted overlay
 routes, an rp_filter turned strict, an MTU changed on one side) is named with its object, cause and fix, the run
 exits non-zero, and nothing is repaired by it (it writes nothing). JSON on request for both. The tests run in
@@ -86,6 +88,32 @@ def test_verify_full_covers_every_pod_pair_and_names_a_broken_node(lab):
     finally:
         playbook("reconcile_overlay", lab.inventory_path, kubeconfig=lab["a"].kubeconfig, nodes_group="cluster_a_nodes")
     assert verify(lab).returncode == 0
+
+
+def iperf_servers(lab) -> list:
+    """iperf3 processes inside the lab's namespaces."""
+    return [pid for n in netns.list_netns() if n.startswith(lab.prefix) for pid in netns.pids_in_netns(n)
+            if "iperf3" in open(f"/proc/{pid}/cmdline", "rb").read().decode(errors="replace")]
+
+
+def test_benchmark_pod_path_and_tunnel_side_by_side(lab):
+    proc = playbook("benchmark", lab.inventory_path, check=False, kubeconfig=lab["a"].kubeconfig,
+                    remote_kubeconfig=lab["b"].kubeconfig, seconds=1, output="json", **lab.groups)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    figures = json.loads(re.search(r"^\{.*^\}", proc.stdout, re.M | re.S).group(0))
+    pod, tunnel = figures["pod_to_pod"], figures["gateway_to_gateway"]
+    assert float(pod["mbit_per_s"]) > 0 and float(tunnel["mbit_per_s"]) > 0
+    assert 0 < float(pod["rtt_ms"]) and 0 < float(tunnel["rtt_ms"])
+    assert abs(float(figures["throughput_ratio"]) - float(pod["mbit_per_s"]) / float(tunnel["mbit_per_s"])) < 0.01
+    # the pod path: a pod of the node that is not a gateway host, to the remote one's remapped address
+    assert re.fullmatch(r"default/pod-2-1 \(10\.243\.1\.2 on a-node-2\)", pod["from"]), pod
+    assert re.fullmatch(r"default/pod-2-1 (\d+\.\d+)\.1\.2 \(10\.243\.1\.2 on b-node-2\)", pod["to"]), pod
+    assert tunnel["from"] == "a-node-1 (169.254.18.2)" and tunnel["to"] == "b-node-1 (169.254.18.1)"
+    text = playbook("benchmark", lab.inventory_path, check=False, kubeconfig=lab["a"].kubeconfig,
+                    remote_kubeconfig=lab["b"].kubeconfig, seconds=1, **lab.groups).stdout
+    assert re.search(r"^pod to pod\s+[\d.]+ Mbit/s", text, re.M) and re.search(r"^gateway to gateway\s+[\d.]+ Mbit/s", text, re.M)
+    assert re.search(r"^pod path / tunnel: throughput x [\d.]+, RTT [-+][\d.]+ ms$", text, re.M), text
+    assert iperf_servers(lab) == []  # each server served its one test and exited
 
 
 def diagnose(lab, **extra):

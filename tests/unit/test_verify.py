@@ -56,3 +56,26 @@ def test_the_report():
         "PASS  local -> remote  default/a (10.243.0.2 on n1) -> default/b 10.7.0.2 (10.243.0.2 on m1)  56 B  rtt 0.50 ms",
         "FAIL  local -> remote  default/a (10.243.0.2 on n1) -> default/b 10.7.0.2 (10.243.0.2 on m1)  1312 B  no answer (100% loss)",
         "2 probes, 1 passed, 1 failed, 1 skipped"]
+
+
+def test_benchmark_pair_prefers_nodes_that_are_not_gateway_hosts():
+    local = [pod("a1", "n1", "10.243.0.2"), pod("a2", "n2", "10.243.1.2")]
+    remote = [pod("b1", "m1", "10.243.0.2"), pod("b2", "m2", "10.243.1.2")]
+    pair = verify.benchmark_pair("local", local, remote, [CONF], "B", {"n1"}, {"m1"})
+    assert pair == {"client": {"pod": "default/a2", "node": "n2", "address": "10.243.1.2"},
+                    "server": {"pod": "default/b2", "node": "m2", "address": "10.243.1.2", "target": "10.7.1.2"}}
+    only_gateways = verify.benchmark_pair("local", local[:1], remote[:1], [CONF], "B", {"n1"}, {"m1"})
+    assert only_gateways["client"]["node"] == "n1"  # no other node: the gateway host's pod
+    with pytest.raises(verify.VerifyError, match="no Running pod with its own address on the remote cluster"):
+        verify.benchmark_pair("local", local, [], [CONF], "B")
+
+
+def test_benchmark_report():
+    text = verify.benchmark_table({
+        "pod_to_pod": {"from": "p", "to": "q", "mbit_per_s": "900.0", "retransmits": "0", "rtt_ms": "0.5"},
+        "gateway_to_gateway": {"from": "g", "to": "h", "mbit_per_s": 1000.0, "retransmits": 3, "rtt_ms": 0.4},
+        "throughput_ratio": "0.9", "rtt_difference_ms": 0.1})
+    lines = text.splitlines()
+    assert lines[1].split() == ["pod", "to", "pod", "900.0", "Mbit/s", "0", "0.500", "ms", "p", "->", "q"]
+    assert lines[2].split()[3:6] == ["1000.0", "Mbit/s", "3"]
+    assert lines[3] == "pod path / tunnel: throughput x 0.900, RTT +0.100 ms"
