@@ -15,8 +15,12 @@ def diagnose_host_checks(hostvars, hosts):
     """Checks of every host the diagnose playbook looked at (facts diagnose_host / diagnose_node)."""
     out = []
     sides = {"local": 0, "remote": 1}
-    hosts = sorted(hosts, key=lambda h: sides.get(((hostvars[h].get("diagnose_host") or hostvars[h].get("diagnose_node")
-                                                     or {}).get("side")), 2))
+
+    def side(host):
+        facts = hostvars[host].get("diagnose_host") or hostvars[host].get("diagnose_node") or {}
+        return sides.get(facts.get("side"), 2)
+
+    hosts = sorted(hosts, key=side)
     for host in hosts:
         hv = hostvars[host]
         if hv.get("diagnose_host"):

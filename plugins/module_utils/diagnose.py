@@ -10,8 +10,7 @@ from __future__ import annotations
 import email.utils
 import ipaddress
 
-from ansible_collections.liqo.fabric.plugins.module_utils.gateway import (
-    KEY_SECRET_LABEL, MTU_ANNOTATION, secret_name)
+from ansible_collections.liqo.fabric.plugins.module_utils.gateway import MTU_ANNOTATION, secret_name
 from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import PLURALS, REMOTE_CLUSTER_ID_LABEL
 
 GROUP = "networking.liqo.io"
@@ -170,9 +169,9 @@ def gateway_host_checks(host, dataplane, tunnels, fix):
         for peer in iface.get("peers") or [{}]:
             age = peer.get("latest_handshake_age")
             ok = age is not None and age <= HANDSHAKE_MAX_AGE
+            seen = "never" if age is None else "%d s ago" % age
             out.append(check(host, "WireGuard handshake recent", "%s peer %s" % (name, peer.get("endpoint") or "-"), ok,
-                             "last handshake %s, rx %s B, tx %s B" % ("never" if age is None else "%d s ago" % age,
-                                                                     peer.get("rx_bytes", 0), peer.get("tx_bytes", 0)),
+                             "last handshake %s, rx %s B, tx %s B" % (seen, peer.get("rx_bytes", 0), peer.get("tx_bytes", 0)),
                              "no handshake: wrong public key on one side, the server's endpoint unreachable (firewall,"
                              " NodePort, address) or the peer's gateway down",
                              "compare the PublicKeys of both sides; check UDP reachability of the endpoint"))
@@ -203,8 +202,8 @@ def table(checks):
     lines = []
     width = max([len(c["where"]) for c in checks] or [0])
     for c in checks:
-        lines.append("%s  %-*s  %-36s %s%s" % ("PASS" if c["ok"] else "FAIL", width, c["where"], c["check"], c["object"],
-                                             (": " + c["detail"]) if c["detail"] else ""))
+        detail = (": " + c["detail"]) if c["detail"] else ""
+        lines.append("%s  %-*s  %-36s %s%s" % ("PASS" if c["ok"] else "FAIL", width, c["where"], c["check"], c["object"], detail))
         if not c["ok"]:
             if c["cause"]:
                 lines.append("      cause: %s" % c["cause"])

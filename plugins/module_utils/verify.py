@@ -98,8 +98,8 @@ def table(results, skipped=()):
             "PASS" if r.get("ok") else "FAIL", r["cluster"], r["peer"], source, r["to"], r["to_address"], r["original"],
             r["node"], r["size"], tail))
     failed = len([r for r in results if not r.get("ok")])
-    lines.append("%d probes, %d passed, %d failed%s" % (len(results), len(results) - failed, failed,
-                                                       ", %d skipped" % len(skipped) if skipped else ""))
+    skips = ", %d skipped" % len(skipped) if skipped else ""
+    lines.append("%d probes, %d passed, %d failed%s" % (len(results), len(results) - failed, failed, skips))
     return "\n".join(lines)
 
 
@@ -128,8 +128,8 @@ def benchmark_table(figures):
     lines = ["%-20s %16s %12s %14s  %s" % ("", "throughput", "retransmits", "RTT (median)", "from -> to")]
     for label, f in rows:
         rtt = "%.3f ms" % float(f["rtt_ms"]) if f.get("rtt_ms") not in (None, "", "None") else "-"
-        lines.append("%-20s %9.1f Mbit/s %12s %14s  %s -> %s" % (label, float(f["mbit_per_s"]), f["retransmits"], rtt,
-                                                              f["from"], f["to"]))
+        mbit = float(f["mbit_per_s"])
+        lines.append("%-20s %9.1f Mbit/s %12s %14s  %s -> %s" % (label, mbit, f["retransmits"], rtt, f["from"], f["to"]))
     diff = figures.get("rtt_difference_ms")
     lines.append("pod path / tunnel: throughput x %.3f, RTT %s" % (
         float(figures["throughput_ratio"]), "%+.3f ms" % float(diff) if diff not in (None, "", "None") else "-"))

@@ -128,6 +128,7 @@ def main():
         argument_spec=dict(**KUBE_ARG_SPEC, remote_kubeconfig=dict(type="path"), cluster=dict(type="str", default="local")),
         supports_check_mode=True,
     )
+
     def work(kube):
         checks = gather(kube, module.params)
         try:

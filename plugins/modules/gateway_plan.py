@@ -98,7 +98,7 @@ gateways:
       description:
         - Reason and message of a misconfiguration, else null.
         - C(InvalidGatewayTemplate) / C(GatewayManifestRejected) when the template is missing, does not render or
-          renders manifests the apiserver rejects (server-side dry run): such a gateway is not ready, nothing is
+          renders manifests the apiserver rejects (server-side dry run); such a gateway is not ready, nothing is
           built for it and no key Secret is created.
       type: dict
     manifests_checked:

@@ -99,10 +99,8 @@ def main():
         # errors: per object, so the controller's Degraded condition carries the reason
         plan = p["plan"]
         reason = (plan.get("error") or {}).get("reason") or "GatewayManifestRejected"
-        module.fail_json(msg="gateway manifests: %s" % manifest_error,
-                         errors={"%s/%s" % (plan["namespace"], plan["name"]): {"reason": reason,
-                                                                                "message": manifest_error}},
-                         **result)
+        errors = {"%s/%s" % (plan["namespace"], plan["name"]): {"reason": reason, "message": manifest_error}}
+        module.fail_json(msg="gateway manifests: %s" % manifest_error, errors=errors, **result)
     module.exit_json(**result)
 
 

@@ -150,10 +150,10 @@ def test_gateway_with_bad_template_builds_nothing_and_is_degraded(lab, controlle
     long_name = "gw" + "x" * 62   # the template's Service name gw-<name> and label values: over 63 characters
     cases = {"no-template": ("no-such-template", "InvalidGatewayTemplate", "liqo/no-such-template not found"),
              long_name: ("wireguard-server", "GatewayManifestRejected", "63")}
-    for name, (template, _, _) in cases.items():
+    for name, (template, dummy, dummy2) in cases.items():
         apply_yaml(b, _bad_server(name, template, a.cluster_id))
     host = b.gateway_nodes[0].netns
-    for name, (_, reason, words) in cases.items():
+    for name, (dummy, reason, words) in cases.items():
         cond = wait_for(lambda n=name: _degraded(b, n), 120, what=f"{name} Degraded")
         assert cond["reason"] == reason, cond
         assert words in cond["message"], cond

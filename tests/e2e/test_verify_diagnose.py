@@ -167,7 +167,7 @@ def test_each_fault_is_named_with_cause_and_fix_and_left_alone(lab):
         assert re.search(r"FAIL\s+a-node-1 \(local\)\s+gateway dataplane matches the plan\s+GatewayClient lwg\w+: differs: "
                          r"wireguard, nat",  # wireguard: the MTU changed below
                          bad), bad
-        assert re.search(rf"FAIL\s+a-node-2 \(local\)\s+overlay matches the plan.*routes missing: ", bad), bad
+        assert re.search(r"FAIL\s+a-node-2 \(local\)\s+overlay matches the plan.*routes missing: ", bad), bad
         assert re.search(r"FAIL\s+b-node-1 \(remote\)\s+forwarding and rp_filter sysctls.*rp_filter", bad), bad
         assert re.search(r"FAIL\s+local\s+MTU equal on both sides\s+GatewayClient .*here 1300, the peer 1340", bad), bad
         assert len(failed(proc)) == 4, bad

@@ -89,9 +89,9 @@ def test_bad_local_configuration(kwargs, exc, reason, words):
 
 @pytest.mark.parametrize("cidr, exc, reason, words", [
     ("10.243.0.0/4", InvalidCidrError, "InvalidCIDR", ["spec.remote.cidr.pod", "host bits"]),
-    ("0.0.0.0/4", PoolTooSmallError, "PoolTooSmall", ["pools 10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16 too small",
-                                                       "spec.remote.cidr.pod '0.0.0.0/4' needs a free /4",
-                                                       "the largest pool is a /8"]),
+    ("0.0.0.0/4", PoolTooSmallError, "PoolTooSmall",
+     ["pools 10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16 too small", "spec.remote.cidr.pod '0.0.0.0/4' needs a free /4",
+      "the largest pool is a /8"]),
     ("10.243.0.0/31", InvalidCidrSizeError, "InvalidCIDRSize", ["10.243.0.0/31"]),
     ("10.243.0.0", InvalidCidrSizeError, "InvalidCIDRSize", ["10.243.0.0/32"]),
     ("banana", InvalidCidrError, "InvalidCIDR", ["spec.remote.cidr.pod", "'banana'"]),
