@@ -158,26 +158,58 @@ def loadavg() -> str:
         return " ".join(f.read().split()[:3])
 
 
-def perf_profile(client_ns: str, target: str, top: int = 15) -> None:
-    """Where the machine's CPUs spend one pod-path run: perf's cpu-clock samples over all CPUs (callers not
-    added to callees), top symbols by share."""
+# Kernel symbols by the part of the path they belong to (the rest is "other kernel"; user space by process)
+BUCKETS = (("VXLAN/UDP tunnel (overlay)", ("vxlan", "udp_tunnel", "iptunnel")),
+           ("netfilter: NAT, conntrack, nft", ("nf_", "nft_", "ipt_", "nat_", "__nf_")),
+           ("routing: FIB, policy rules", ("fib_", "ip_route", "ip_rt", "rt_", "__fib")),
+           ("veth, bridge", ("veth", "br_", "__br")),
+           ("copies to/from user space", ("_copy_", "copy_user", "copyin", "copyout", "rep_movs")),
+           ("TUN device (wireguard-go I/O)", ("tun_",)),
+           ("scheduler, wakeups, idle", ("finish_task_switch", "schedule", "pv_native_safe_halt", "try_to_wake",
+                                         "_raw_spin_unlock_irqrestore", "irqentry_exit")))
+
+
+def _perf_shares(client_ns: str, target: str, port: int, bind: str | None = None) -> dict:
+    """Where the CPUs go during one iperf run: perf cpu-clock samples on all CPUs, shares per bucket."""
+    with tempfile.TemporaryDirectory(prefix="lfab-perf-") as tmp:
+        data = os.path.join(tmp, "perf.data")
+        rec = subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-a", "-o", data, "--", "sleep", str(SECONDS)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            mbit = iperf(client_ns, target, port, bind=bind)
+        finally:
+            rec.wait(timeout=SECONDS + 60)
+        rep = subprocess.run(["perf", "report", "-i", data, "--stdio", "--no-children", "--sort", "comm,dso,symbol",
+                              "--percent-limit", "0.01"], capture_output=True, text=True, check=False, timeout=180)
+    shares = {"throughput (Mbit/s)": mbit}
+    for line in rep.stdout.splitlines():
+        parts = line.split()
+        if not parts or not parts[0].endswith("%") or line.lstrip().startswith("#"):
+            continue
+        pct, comm = float(parts[0].rstrip("%")), parts[1]
+        kernel = "[k]" in parts
+        symbol = parts[parts.index("[k]") + 1] if kernel else ""
+        name = "user space: %s" % comm if not kernel else next(
+            (b for b, prefixes in BUCKETS if any(symbol.startswith(x) or x in symbol for x in prefixes)), "other kernel")
+        shares[name] = shares.get(name, 0.0) + pct
+    return shares
+
+
+def perf_compare(client_ns: str, target: str, gw_ns: str) -> None:
+    """The pod path against the tunnel alone, one profiled run each: what the pod path spends that the tunnel
+    does not, by part of the path (share of all CPU samples; 2 CPUs = 200 % would be both busy)."""
     if not shutil.which("perf"):
         print("  (no perf: profile skipped)")
         return
-    with tempfile.TemporaryDirectory(prefix="lfab-perf-") as tmp:
-        data = os.path.join(tmp, "perf.data")
-        rec = subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-a", "-g", "-o", data, "--", "sleep", str(SECONDS)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            iperf(client_ns, target, IPERF_PORT)
-        finally:
-            rec.wait(timeout=SECONDS + 60)
-        rep = subprocess.run(["perf", "report", "-i", data, "--stdio", "--no-children", "-g", "none", "--sort", "comm,symbol",
-                              "--percent-limit", "1"], capture_output=True, text=True, check=False, timeout=120)
-    lines = [line for line in rep.stdout.splitlines() if line.strip() and not line.startswith("#")]
-    print(f"  perf profile of one pod-path run (cpu-clock, all CPUs, top {top} symbols by share):")
-    for line in lines[:top]:
-        print("    " + line.strip())
+    pod = _perf_shares(client_ns, target, IPERF_PORT)
+    gw = _perf_shares(gw_ns, TRANSIT_SERVER, IPERF_PORT + 1, bind=TRANSIT_CLIENT)
+    print("  perf (cpu-clock, all CPUs): share of samples by part of the path, pod path vs the tunnel alone")
+    print(f"    {'':46} {'pod path':>10} {'tunnel':>10} {'difference':>11}")
+    for name in sorted(set(pod) | set(gw), key=lambda k: (k != "throughput (Mbit/s)", -(pod.get(k, 0) - gw.get(k, 0)))):
+        a, b = pod.get(name, 0.0), gw.get(name, 0.0)
+        if name != "throughput (Mbit/s)" and max(a, b) < 0.5:
+            continue
+        print(f"    {name:46} {a:>10.1f} {b:>10.1f} {a - b:>+11.1f}")
 
 
 def measure_path(lab, client_pod, server_pod, target, gw_a, gw_b) -> None:
@@ -210,7 +242,7 @@ def measure_path(lab, client_pod, server_pod, target, gw_a, gw_b) -> None:
         set_rx_steering(gateways, lambda gw: ifaces[gw.netns], True)
         pod_on, gw_on = statistics.median(settings[True]["pods"]), statistics.median(settings[True]["gws"])
         if pod_on / gw_on < 0.95 or pod_on < 1400 or gw_on < 1500:  # a target missed: where the time goes
-            perf_profile(client_pod.netns, target)
+            perf_compare(client_pod.netns, target, gw_a.netns)
     finally:
         for server in servers:
             server.stop(signal.SIGTERM)
