@@ -18,6 +18,7 @@ import os
 import socket
 import subprocess
 import threading
+import time
 
 NETNS_DIR = "/run/netns"
 CLONE_NEWNET = 0x40000000
@@ -98,6 +99,18 @@ def pod_namespaces(addresses):
             if address in wanted:
                 found[address] = path
     return found
+
+
+def start_in(path, argv, settle=0.3):
+    """A background process started in the namespace at `path` (None: this one), in its own session: (pid, None),
+    or (None, its error output) when it exited within `settle` seconds (a port in use, a bad address)."""
+    def start():
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+        time.sleep(settle)
+        if proc.poll() is not None:
+            return None, proc.stderr.read().decode(errors="replace").strip() or "exited"
+        return proc.pid, None
+    return start() if path is None else in_netns(path, start)
 
 
 def run_in(path, argv, timeout):

@@ -95,8 +95,6 @@ pid:
 import json
 import shutil
 import statistics
-import subprocess
-import time
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -114,16 +112,9 @@ def where(module, address):
 
 def server(module, p, ns):
     argv = ["timeout", str(p["seconds"] + 60), "iperf3", "-s", "-1", "-p", str(p["port"])] + (["-B", p["bind"]] if p["bind"] else [])
-
-    def start():
-        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
-        time.sleep(0.3)  # listening, or already failed (port in use, bad bind address)
-        if proc.poll() is not None:
-            return None, proc.stderr.read().decode(errors="replace").strip()
-        return proc.pid, None
-    pid, error = pod_netns.in_netns(ns, start) if ns else start()
+    pid, error = pod_netns.start_in(ns, argv)  # listening, or already failed (port in use, bad bind address)
     if error is not None:
-        module.fail_json(msg="iperf3 server on port %s: %s" % (p["port"], error or "exited"))
+        module.fail_json(msg="iperf3 server on port %s: %s" % (p["port"], error))
     module.exit_json(changed=False, pid=pid)
 
 

@@ -13,7 +13,7 @@ description:
     address is the probe's C(from_address), or in the host's own namespace when it is null, and returns each
     probe with C(ok), C(rtt_ms) and C(error). A pod's namespace is the one at the other end of one of this
     host's veth links that holds the address, so nothing is needed inside the pod's image.
-  - Read only: it sends ICMP echo requests and changes nothing. The probes come from M(liqo.fabric.verify_plan).
+  - Read only, it sends ICMP echo requests and changes nothing. The probes come from M(liqo.fabric.verify_plan).
 author: liqo.fabric developers (@liqo-fabric)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes

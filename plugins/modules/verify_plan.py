@@ -60,7 +60,7 @@ probes:
 skipped:
   description:
     - Probes not run, with C(cluster), C(peer), C(from) and C(reason) - the host network of gateway hosts (Nodes
-      labelled C(liqo.io/gateway-host=true)): their own traffic leaves with the tunnel's transit address, which
+      labelled C(liqo.io/gateway-host=true)), whose own traffic leaves with the tunnel's transit address, which
       the peer's nodes do not route back; their pods are probed.
   returned: always
   type: list

@@ -45,6 +45,7 @@ import typing as t
 from collections.abc import Sequence
 
 from ansible import constants as C
+from ansible import context
 from ansible.module_utils import basic
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
@@ -124,7 +125,8 @@ class InProcessAction(ActionBase):
         del tmp  # tmp no longer has any effect
         task_vars = task_vars if task_vars is not None else {}
 
-        carry = not self.host_module and self._play_context.check_mode
+        # only a whole --check run: a task-level check_mode task among real ones is a check of its own
+        carry = not self.host_module and self._play_context.check_mode and bool(context.CLIARGS.get("check"))
         if carry:  # check mode: what earlier steps would have written is seen by this one (plugin_utils/check_plan.py)
             cluster = check_plan.cluster_key(self._task.args)
             earlier = check_plan.assumed(cluster)
