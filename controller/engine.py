@@ -144,8 +144,15 @@ class Engine:
                 kinds.append("Secret")
         return list(dict.fromkeys(kinds))
 
+    def _label_selector(self, kind: str) -> Optional[str]:
+        """The watch map's label_selector of the kind's entry in this mode (e.g. the gateway pods)."""
+        return next((e.label_selector for e in self.entries if e.kind == kind and e.label_selector), None)
+
     def _field_selector(self, kind: str) -> Optional[str]:
-        """Node agent: its Node and the Pods on it; gateway pod: its own GatewayServer/GatewayClient."""
+        """Node agent: its Node and the Pods on it (unless a label selector picks pods on every node, e.g. the
+        gateway pods its overlay leads to); gateway pod: its own GatewayServer/GatewayClient."""
+        if self.mode == "node" and kind == "Pod" and self._label_selector(kind):
+            return None
         if self.mode == "node" and self.node_name:
             return {"Pod": f"spec.nodeName={self.node_name}", "Node": f"metadata.name={self.node_name}"}.get(kind)
         if self.gateway and kind == self.gateway["kind"]:
@@ -159,7 +166,8 @@ class Engine:
         def make(namespace):
             return Informer(cs.api, res, lambda k, t, o, old, c=cs: self._on_event(c, k, t, o, old), self.stop,
                             transform=_secret_transform if kind == "Secret" else None, watch_timeout=self.watch_timeout,
-                            field_selector=self._field_selector(kind), namespace=namespace)
+                            field_selector=self._field_selector(kind), namespace=namespace,
+                            label_selector=self._label_selector(kind))
         return NamespacedInformers([make(ns) for ns in self.namespaces]) if scoped else make(None)
 
     def start(self) -> None:

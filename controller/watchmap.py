@@ -103,6 +103,7 @@ class WatchEntry:
     modes: tuple = ("controller",)
     enabled: bool = True
     disabled_reason: str = ""
+    label_selector: Optional[str] = None     # the kind's informer lists these only (and, in node mode, on every node)
 
     @property
     def grouped(self) -> bool:
@@ -166,7 +167,7 @@ def resolve_callable(spec: str, where: str) -> Callable:
 
 
 ENTRY_KEYS = {"kind", "playbook", "finalizer", "finalizer_playbook", "vars", "resync", "key", "lock", "status", "inputs",
-              "secrets", "related", "drift", "timeout", "finalizer_timeout", "modes"}
+              "secrets", "related", "drift", "timeout", "finalizer_timeout", "modes", "label_selector"}
 
 
 def parse_entry(raw: Any, i: int, playbook_dir: Optional[str]) -> WatchEntry:
@@ -250,6 +251,10 @@ def parse_entry(raw: Any, i: int, playbook_dir: Optional[str]) -> WatchEntry:
     if not isinstance(modes, list) or not modes or set(modes) - set(MODES):
         raise WatchMapError(f"{where}.modes: {modes!r} must be a non-empty list of {list(MODES)}")
     kw["modes"] = tuple(modes)
+    if raw.get("label_selector") is not None:
+        if not isinstance(raw["label_selector"], str) or not raw["label_selector"].strip():
+            raise WatchMapError(f"{where}.label_selector: {raw['label_selector']!r} must be a label selector like 'a=b'")
+        kw["label_selector"] = raw["label_selector"].strip()
     if kw.get("finalizer") and "{name}" not in kw["key"]:
         raise WatchMapError(f"{where}.finalizer: only per-object keys (with {{name}}) can carry a finalizer")
     if missing and kw.get("playbook"):

@@ -1,0 +1,72 @@
+"""The in-cluster overlay plan (module_utils/overlay_incluster.py): node and gateway-pod sides agree on links,
+VNIs and addresses computed from what both read, and the plans pass overlay_dataplane's validation."""
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.liqo.fabric.plugins.module_utils import overlay_dataplane as od
+from ansible_collections.liqo.fabric.plugins.module_utils import overlay_incluster as oi
+
+
+def node(i, cidr=None):
+    return {"metadata": {"name": f"a-node-{i}"}, "spec": {"podCIDR": cidr or f"10.243.{i}.0/24"},
+            "status": {"addresses": [{"type": "InternalIP", "address": f"10.1.0.{i + 1}"}]}}
+
+
+NODES = [node(i) for i in range(3)]
+FACTS = {"gateway": "default/client", "pod": {"name": "gw-client-x", "ip": "10.243.0.5", "node": "a-node-0"},
+         "remote_cidrs": ["10.71.0.0/16"], "internal_cidr": "10.80.0.0/16", "local_pod_cidrs": ["10.243.0.0/16"], "mtu": 1300}
+
+
+def pod(name, phase="Running", ip="10.243.0.9", created="2026-01-01T00:00:00Z", labels=None, deleting=False):
+    meta = {"name": name, "creationTimestamp": created, "labels": labels or {}}
+    if deleting:
+        meta["deletionTimestamp"] = created
+    return {"metadata": meta, "status": {"phase": phase, "podIP": ip}, "spec": {"nodeName": "a-node-0"}}
+
+
+def test_both_ends_of_every_link_agree():
+    gw = oi.plan_gateway(NODES, FACTS, "gw-client-x", ["lwg1"])
+    by_remote = {ln["remotes"][0]: ln for ln in gw["links"]}
+    for n in NODES:
+        mine = oi.plan_node(n, FACTS)
+        (link,) = mine["links"]
+        other = by_remote[n["status"]["addresses"][0]["address"]]
+        assert link["remotes"] == [FACTS["pod"]["ip"]] and other["local"] == FACTS["pod"]["ip"]
+        assert link["vni"] == other["vni"]
+        assert link["mtu"] == other["mtu"] == 1300   # the tunnel's: the node refuses what the tunnel cannot carry
+        assert other["addresses"] == ["10.80.0.1/32"]
+        # the gateway routes the node's pod CIDR back to the node's internal address
+        assert {"dst": n["spec"]["podCIDR"], "via": link["addresses"][0][:-3], "dev": other["name"], "onlink": True} \
+            in gw["routes"]
+        assert {"priority": 1900, "to": "10.71.0.0/16", "table": 18952} in mine["rules"]
+        assert mine["bypass"] == [{"saddr": "10.243.0.0/16", "daddr": "10.71.0.0/16"}]
+        od.validate(mine, 18952, "present")
+    assert len({ln["vni"] for ln in gw["links"]}) == len(NODES)
+    assert {"priority": 1700, "iif": "lwg1", "table": 18952} in gw["rules"]
+    od.validate(gw, 18952, "present")
+
+
+@pytest.mark.parametrize("change", [{"pod": None}, {"remote_cidrs": []}])
+def test_nothing_to_lead_to_means_an_empty_overlay(change):
+    facts = dict(FACTS, **change)
+    assert oi.plan_node(NODES[1], facts) == {"links": [], "routes": [], "rules": [], "bypass": []}
+
+
+def test_a_standby_pod_holds_no_overlay():
+    assert oi.plan_gateway(NODES, FACTS, "gw-client-y", ["lwg1"])["links"] == []
+
+
+def test_node_addresses_are_unique_and_stable():
+    addrs = [oi.node_slot(node(0, f"10.243.{i}.0/24"), "10.80.0.0/16")[1] for i in range(256)]
+    assert len(set(addrs)) == 256 and "10.80.0.1" not in addrs and "10.80.0.0" not in addrs
+    assert oi.node_slot({"metadata": {"name": "x"}, "spec": {}}, "10.80.0.0/16") is None
+
+
+def test_active_pod():
+    pods = [pod("old", created="2026-01-01T00:00:00Z"), pod("new", created="2026-01-02T00:00:00Z"),
+            pod("pending", phase="Pending"), pod("going", deleting=True, created="2025-01-01T00:00:00Z")]
+    assert oi.active_pod(pods)["metadata"]["name"] == "old"
+    pods.append(pod("leader", created="2026-01-03T00:00:00Z", labels={oi.ACTIVE_LABEL: "true"}))
+    assert oi.active_pod(pods)["metadata"]["name"] == "leader"
+    assert oi.active_pod([pod("p", phase="Pending")]) is None
