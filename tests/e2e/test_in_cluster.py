@@ -402,10 +402,25 @@ def path_state(cluster, pod_ip: str) -> str:
     return "\n".join(out)
 
 
-def wait_or_dump(clusters, *args, **kw):
+def tunnel_state(cluster, ping: str = "") -> str:
+    """The short part of a failed wait's dump, printed first: each gateway pod's tunnel (handshake, transfer),
+    its links' counters and, given an address, one ping from the pod itself (the tunnel without the overlay)."""
+    out = []
+    for p in cluster.kube.core.list_namespaced_pod("default", label_selector="networking.liqo.io/component=gateway").items:
+        cmds = [["wg", "show"], ["ip", "-s", "-br", "link"]] + ([["ping", "-c1", "-W2", ping]] if ping else [])
+        for cmd in cmds:
+            res = kubectl(cluster, "exec", p.metadata.name, "--", *cmd, check=False)
+            out.append(f"{cluster.name} pod {p.metadata.name} on {p.spec.node_name} $ {' '.join(cmd)}\n"
+                       + "\n".join(line for line in (res.stdout + res.stderr).splitlines()
+                                   if line.strip() and "public key" not in line))
+    return "\n".join(out)
+
+
+def wait_or_dump(clusters, *args, ping: str = "", **kw):
     try:
         return wait_for(*args, **kw)
     except AssertionError:
+        print("\n".join(tunnel_state(c, ping if i == 0 else "") for i, c in enumerate(clusters)))
         print("\n".join(overlay_state(c) for c in clusters))
         raise
 
@@ -425,7 +440,7 @@ def test_pod_to_pod_across_clusters_at_the_remapped_address(connected, installed
     t0 = time.monotonic()
     first_src, first_dst = next(iter(pods_of["a"])), remapped(next(iter(pods_of["b"].values()))[0], view["a"])
     wait_or_dump((a, b), lambda: probe_from(a, first_src, [first_dst]).get(first_dst, {}).get("icmp") == "ok",
-                 timeout=120, interval=2, what="the first pod-to-pod ping across the clusters")
+                 timeout=120, interval=2, what="the first pod-to-pod ping across the clusters", ping=first_dst)
     FIGURES["Connected -> first cross-cluster pod ping ok (s)"] = round(time.monotonic() - t0, 1)
 
     def ok(got, seen_as):
