@@ -10,7 +10,7 @@ export ANSIBLE_HOME := $(CURDIR)/build/ansible-home
 export ANSIBLE_COLLECTIONS_PATH := $(COLL_ROOT)
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: all setup sysdeps nodedeps venv kube image collection demo test unit integration e2e molecule sanity bench lab-clean clean
+.PHONY: all setup sysdeps nodedeps venv kube image collection demo test lint unit integration e2e molecule sanity bench lab-clean clean
 
 all: test
 
@@ -58,6 +58,9 @@ demo: setup
 
 test: setup
 	@bash hack/run-tests.sh all
+
+lint: venv collection
+	@bash hack/run-tests.sh lint
 
 unit: venv collection
 	@bash hack/run-tests.sh unit

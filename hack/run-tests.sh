@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs one group of the suite, or all of them: unit, integration, e2e, sanity, molecule
+# Runs one group of the suite, or all of them: lint, unit, integration, e2e, sanity, molecule
 # (e2e-plain: the e2e group with LIQO_FABRIC_SPEED_PATHS=off, not part of `all`).
 # Prints a summary line per group, the skips by reason (pytest), and exits non-zero if any group failed.
 set -uo pipefail
@@ -53,6 +53,15 @@ PY
   RESULT[sanity]=$rc
 }
 
+lint() {
+  echo "=== ansible-lint (production profile, .ansible-lint) over roles/ and playbooks/"
+  ansible-lint --nocolor roles playbooks >"$ROOT/build/reports/lint.txt" 2>&1
+  local rc=$?
+  grep -vE "^\s*$|^WARNING  Directory expansion" "$ROOT/build/reports/lint.txt" | tail -40 | sed 's/^/  /'
+  [ $rc -eq 0 ] && echo "1 0 0" > build/reports/lint.count || echo "0 1 0" > build/reports/lint.count
+  RESULT[lint]=$rc
+}
+
 molecule_group() {
   echo "=== molecule scenarios"
   local rc=0 s ok=0 bad=0
@@ -69,6 +78,7 @@ molecule_group() {
 
 group=${1:-all}
 case $group in
+  lint) lint ;;
   unit) pytest_group unit tests/unit ;;
   integration) pytest_group integration tests/integration ;;
   e2e) pytest_group e2e tests/e2e ;;
@@ -77,13 +87,14 @@ case $group in
   sanity) sanity ;;
   molecule) molecule_group ;;
   all)
+    lint
     pytest_group unit tests/unit
     pytest_group integration tests/integration
     pytest_group e2e tests/e2e
     molecule_group
     sanity
     ;;
-  *) echo "unknown group $group (unit|integration|e2e|e2e-plain|sanity|molecule|all)"; exit 2 ;;
+  *) echo "unknown group $group (lint|unit|integration|e2e|e2e-plain|sanity|molecule|all)"; exit 2 ;;
 esac
 
 echo "=== summary"

@@ -29,7 +29,7 @@ def diagnose_host_checks(hostvars, hosts):
             out += diagnose.gateway_host_checks(where, hv.get("gateway_dataplane"), tunnels, GATEWAY_FIX)
         if hv.get("diagnose_node"):
             where = "%s (%s)" % (host, hv["diagnose_node"]["side"])
-            out += diagnose.node_checks(where, hv.get("overlay_applied"), NODE_FIX)
+            out += diagnose.node_checks(where, hv.get("node_overlay_applied"), NODE_FIX)
     return out
 
 

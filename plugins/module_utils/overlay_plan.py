@@ -183,6 +183,6 @@ def host_digest(host, table=TABLE):
     """Short, stable digest of one node's desired overlay state (its plan entry and the routing table).
 
     The node_overlay role records it after an apply (a ConfigMap) so that a gateway event that leaves a node's
-    state as it was can skip that node (`overlay_skip_unchanged`)."""
+    state as it was can skip that node (`node_overlay_skip_unchanged`)."""
     text = json.dumps({"host": host, "table": table}, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:20]

@@ -101,7 +101,7 @@ digests:
 applied:
   description:
     - Per node name, the digest recorded in O(record_name) after the node's last apply (empty when none). The
-      C(node_overlay) role skips a node whose digest did not change when C(overlay_skip_unchanged) is true.
+      C(node_overlay) role skips a node whose digest did not change when C(node_overlay_skip_unchanged) is true.
   returned: always
   type: dict
 """

@@ -246,13 +246,13 @@ def test_single_cluster_manual_flow_reaches_the_same_end_state(lab, tmp_path):
     for cluster in (a, b):
         playbook("reconcile_ipam", kubeconfig=cluster.kubeconfig)
     out = tmp_path / "server.yaml"
-    playbook("create_gatewayserver", kubeconfig=b.kubeconfig, name="server", remote_cluster_id=a.cluster_id,
+    playbook("create_gatewayserver", kubeconfig=b.kubeconfig, gateway_name="server", remote_cluster_id=a.cluster_id,
              service_type="NodePort")
     _reconcile(lab, "b", wait=0)
     server = get(b, "gatewayservers")[0]["status"]["endpoint"]
     assert server["addresses"] == [b.gateway_nodes[0].wan_ip.split("/")[0]] and 30000 <= server["port"] <= 32767
-    playbook("create_gatewayclient", kubeconfig=a.kubeconfig, name="client", remote_cluster_id=b.cluster_id,
-             addresses=server["addresses"], port=server["port"])
+    playbook("create_gatewayclient", kubeconfig=a.kubeconfig, gateway_name="client", remote_cluster_id=b.cluster_id,
+             addresses=server["addresses"], gateway_port=server["port"])
     for src, dst, kind, name in ((a, b, "client", "client"), (b, a, "server", "server")):
         out = tmp_path / f"pk-{src.name}.yaml"
         playbook("generate_publickey", kubeconfig=src.kubeconfig, gateway_type=kind, gateway_name=name, output=str(out))

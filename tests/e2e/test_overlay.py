@@ -180,11 +180,11 @@ def _record(cluster):
 
 
 def test_gateway_event_skips_nodes_whose_overlay_is_unchanged(lab):
-    """overlay_skip_unchanged (the controller's gateway events): the first run applies every node and records
+    """node_overlay_skip_unchanged (the controller's gateway events): the first run applies every node and records
     what it applied; the next one leaves the nodes alone; a run without it (reconcile_overlay) applies, repairs
     drift and forgets the record; a failover changes every node's plan, so nothing is skipped then."""
     a = lab["a"]
-    gw = dict(gateway_group="cluster_a_gateway", nodes_group="cluster_a_nodes", overlay_skip_unchanged=True)
+    gw = dict(gateway_group="cluster_a_gateway", nodes_group="cluster_a_nodes", node_overlay_skip_unchanged=True)
     proc = playbook("reconcile_gateway", lab.inventory_path, json_output=True, **gw)
     first = _task_results(proc, "Overlay of this node in one call")
     assert sorted(first) == sorted(n.name for n in a.nodes) and not any(r.get("skipped") for r in first.values())
@@ -239,7 +239,7 @@ def test_gateway_failover_resumes_traffic(lab):
     # controller runs gateway events: a recorded node is skipped only if its plan did not change, and here
     # every node's plan changes
     playbook("reconcile_gateway", lab.inventory_path, gateway_group="cluster_a_gateway", nodes_group="cluster_a_nodes",
-             gateway_active_host=standby, gateway_probe_wait=10, overlay_skip_unchanged=True)
+             gateway_active_host=standby, gateway_probe_wait=10, node_overlay_skip_unchanged=True)
     fabric.wait_for(lambda: pinger.replies and pinger.replies[-1] > time.monotonic() - 0.5, timeout=30,
                     what="traffic through the new active gateway")
     t1 = time.monotonic()
