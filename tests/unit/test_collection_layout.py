@@ -1,0 +1,106 @@
+"""The collection as Ansible's tooling sees it: meta/runtime.yml's action group and ansible-core range, every role's
+meta/argument_specs.yml against its defaults, no Galaxy dependencies, and what the built tarball ships."""
+import glob
+import os
+import re
+import subprocess
+import tarfile
+
+import pytest
+import yaml
+from ansible.release import __version__ as ansible_core_version
+from packaging.specifiers import SpecifierSet
+
+from tests.ansible_run import ROOT, VENV_BIN, ansible_env
+
+ROLES = sorted(os.path.basename(p) for p in glob.glob(os.path.join(ROOT, "roles", "*")))
+
+
+def load(*path):
+    with open(os.path.join(ROOT, *path), encoding="utf-8") as f:
+        return yaml.safe_load(f)
+
+
+def module_doc(path):
+    text = open(path, encoding="utf-8").read()
+    return yaml.safe_load(re.search(r'^DOCUMENTATION = r?"""(.*?)^"""', text, re.S | re.M).group(1))
+
+
+def test_kube_action_group_is_every_module_that_reaches_a_cluster():
+    """group/liqo.fabric.kube lists exactly the modules that take the kube doc fragment (kubeconfig, context)."""
+    kube = {os.path.basename(p)[:-3] for p in glob.glob(os.path.join(ROOT, "plugins", "modules", "*.py"))
+            if "liqo.fabric.kube" in module_doc(p).get("extends_documentation_fragment", [])}
+    group = load("meta", "runtime.yml")["action_groups"]["kube"]
+    assert len(kube) >= 10 and sorted(group) == group
+    assert set(group) == kube, f"missing {sorted(kube - set(group))}, not kube modules {sorted(set(group) - kube)}"
+
+
+def test_requires_ansible_is_the_range_the_suite_runs():
+    spec = SpecifierSet(load("meta", "runtime.yml")["requires_ansible"])
+    assert ansible_core_version in spec
+    pinned = re.search(r"^ansible-core==(\S+)$", open(os.path.join(ROOT, "requirements.txt")).read(), re.M).group(1)
+    assert pinned in spec
+    for role in ROLES:  # the roles say the same
+        assert str(load("roles", role, "meta", "main.yml")["galaxy_info"]["min_ansible_version"]) + ".0" in spec
+
+
+def test_no_galaxy_dependencies_and_no_collection_other_than_builtin():
+    assert not load("galaxy.yml").get("dependencies")
+    other = re.compile(r"\b(community\.\w+|ansible\.(posix|utils|netcommon)|kubernetes\.core)\.\w+")
+    found = []
+    for path in (glob.glob(os.path.join(ROOT, "roles", "**", "*.yml"), recursive=True)
+                 + glob.glob(os.path.join(ROOT, "playbooks", "**", "*.yml"), recursive=True)
+                 + glob.glob(os.path.join(ROOT, "plugins", "**", "*.yml"), recursive=True)):
+        for n, line in enumerate(open(path, encoding="utf-8"), 1):
+            if other.search(line.split("#", 1)[0]):
+                found.append(f"{os.path.relpath(path, ROOT)}:{n}: {line.strip()}")
+    assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_role_argument_specs_document_every_default(role):
+    """Every default is an option of the main entry point (and the reverse), role-prefixed, with the same
+    literal default; ansible-doc prints the spec."""
+    prefix = role + "_"
+    defaults = load("roles", role, "defaults", "main.yml") or {}
+    options = load("roles", role, "meta", "argument_specs.yml")["argument_specs"]["main"]["options"]
+    assert set(defaults) == set(options), (sorted(set(defaults) - set(options)), sorted(set(options) - set(defaults)))
+    assert all(name.startswith(prefix) for name in options), [n for n in options if not n.startswith(prefix)]
+    for name, value in defaults.items():
+        if not (isinstance(value, str) and "{{" in value):  # templated defaults are described, not repeated
+            assert options[name].get("default") == value, (name, options[name].get("default"), value)
+        assert options[name].get("description"), name
+    proc = subprocess.run([os.path.join(VENV_BIN, "ansible-doc"), "-t", "role", f"liqo.fabric.{role}"],
+                          capture_output=True, text=True, env=ansible_env(), check=False, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "ENTRY POINT: main" in re.sub(r"\x1b\[[0-9;]*m", "", proc.stdout)
+    assert all(name in proc.stdout for name in options)
+
+
+# Never in the tarball: the suite, the lab, build and CI files. Always: what install/connect/the controller use.
+NOT_SHIPPED = ("tests/", "molecule/", "hack/", "deploy/image/", ".ci/", "changelogs/fragments/", "build/", ".venv/",
+               "Makefile", "pytest.ini", "requirements-test.txt", "ansible.cfg", ".ansible-lint", ".gitignore",
+               "CONTRIBUTING.md")
+SHIPPED = ("meta/runtime.yml", "README.md", "requirements.txt", "playbooks/connect.yml", "plugins/modules/k8s_apply.py",
+           "plugins/module_utils/kube_client.py", "controller/__main__.py", "controller/watches.yaml",
+           "deploy/crds/networking.liqo.io_gatewayservers.yaml", "deploy/templates/wireguard-server.yaml",
+           "changelogs/config.yaml", "tools/ansiballz_cache.py",
+           *[f"roles/{r}/meta/argument_specs.yml" for r in ROLES])
+
+
+def test_built_tarball_ships_the_collection_only(tmp_path):
+    proc = subprocess.run([os.path.join(VENV_BIN, "ansible-galaxy"), "collection", "build", "--output-path",
+                           str(tmp_path), ROOT], capture_output=True, text=True, env=ansible_env(), check=False,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    with tarfile.open(next(tmp_path.glob("liqo-fabric-*.tar.gz"))) as tar:
+        files = {m.name for m in tar.getmembers() if m.isfile()}
+    shipped = [f for f in files if f.startswith(tuple(p for p in NOT_SHIPPED if p.endswith("/"))) or f in NOT_SHIPPED
+               or "__pycache__" in f or f.endswith(".pyc")]
+    assert not shipped, sorted(shipped)
+    assert set(SHIPPED) <= files, sorted(set(SHIPPED) - files)
+    # everything git tracks under the shipped trees is there (build_ignore drops no runtime file)
+    tracked = subprocess.run(["git", "ls-files", "plugins", "roles", "playbooks", "controller", "deploy/crds",
+                              "deploy/templates", "deploy/controller"], cwd=ROOT, capture_output=True, text=True,
+                             check=True).stdout.split()
+    assert tracked and set(tracked) <= files, sorted(set(tracked) - files)
