@@ -26,16 +26,13 @@ import socket
 import struct
 import subprocess
 import time
-import traceback
 
 try:
     from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
     from cryptography.hazmat.primitives import serialization
     HAS_CRYPTOGRAPHY = True
-    CRYPTOGRAPHY_IMPORT_ERROR = None
 except ImportError:
     HAS_CRYPTOGRAPHY = False
-    CRYPTOGRAPHY_IMPORT_ERROR = traceback.format_exc()
 
 # pyroute2 is imported when a link is read or changed, not at import: it costs ~100 ms, and the modules that only
 # plan or publish gateways (key generation, status) never need it.

@@ -29,7 +29,7 @@ attributes:
   platform:
     platforms: posix
 requirements:
-  - cryptography (optional; a slower pure-Python X25519 is used without it)
+  - cryptography (X25519; there is no fallback without it)
 options:
   path:
     description: Private key file, created with mode C(0600) if absent. Its directory must exist.
