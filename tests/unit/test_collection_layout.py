@@ -104,3 +104,16 @@ def test_built_tarball_ships_the_collection_only(tmp_path):
                               "deploy/templates", "deploy/controller"], cwd=ROOT, capture_output=True, text=True,
                              check=True).stdout.split()
     assert tracked and set(tracked) <= files, sorted(set(tracked) - files)
+
+
+def test_no_caller_sets_the_old_node_overlay_variables():
+    """node_overlay's variables were overlay_* before they took the role prefix: a caller still setting one would be
+    ignored silently (the role would read its default, e.g. the local kubeconfig for the remote cluster)."""
+    old = re.compile(r"(?<![\w.])overlay_(kubeconfig|node_name|gateway_hosts|active_gateway|link_type|mtu|"
+                     r"masquerade_bypass|table|state|skip_unchanged|record_name|record_namespace|applied|planned|"
+                     r"reuse_plan)\b(?!\()")
+    files = subprocess.run(["git", "ls-files", "*.yml", "*.yaml", "*.py", "*.md", "*.j2"], cwd=ROOT, capture_output=True,
+                           text=True, check=True).stdout.split()
+    found = [f"{path}:{n}: {line.strip()}" for path in files if not path.startswith("changelogs/")
+             for n, line in enumerate(open(os.path.join(ROOT, path), encoding="utf-8"), 1) if old.search(line)]
+    assert not found, "\n".join(found)
