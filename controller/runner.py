@@ -113,6 +113,9 @@ class PlaybookRunner:
             "ANSIBLE_PIPELINING": "1", "ANSIBLE_HOST_KEY_CHECKING": "0", "ANSIBLE_INVENTORY_UNPARSED_WARNING": "0",
             "ANSIBLE_LOCALHOST_WARNING": "0", "ANSIBLE_DEPRECATION_WARNINGS": "0",
             "ANSIBLE_LOCAL_TEMP": os.path.join(runtime_dir, "tmp"),
+            # a module's AnsiballZ payload dir too: a run killed (timeout, cancel) leaves it behind, here
+            # rather than in the host's /tmp, and close() removes it
+            "TMPDIR": os.path.join(runtime_dir, "tmp"),
             "PYTHONDONTWRITEBYTECODE": "1",
         }
         os.makedirs(self.env["ANSIBLE_LOCAL_TEMP"], mode=0o700, exist_ok=True)
@@ -161,9 +164,14 @@ class PlaybookRunner:
             self.zygote = None
 
     def close(self) -> None:
-        """Stops the zygote (its runs are killed) and removes its socket."""
+        """Stops the zygote (its runs are killed), removes its socket and what killed modules left in the
+        runner's temp dir."""
         if self.zygote is not None:
             self.zygote.close()
+        tmp = self.env["ANSIBLE_LOCAL_TEMP"]
+        for entry in os.listdir(tmp) if os.path.isdir(tmp) else []:
+            if entry.startswith("ansible_") and "_payload_" in entry:
+                shutil.rmtree(os.path.join(tmp, entry), ignore_errors=True)
 
     def _slot_dir(self) -> str:
         slot = getattr(self._slots, "dir", None)

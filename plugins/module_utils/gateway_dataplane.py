@@ -16,6 +16,7 @@ import os
 import time
 
 from ansible_collections.liqo.fabric.plugins.module_utils import host_sysctls
+from ansible_collections.liqo.fabric.plugins.module_utils import local_rule
 from ansible_collections.liqo.fabric.plugins.module_utils import nat_table as nat
 from ansible_collections.liqo.fabric.plugins.module_utils import routing
 from ansible_collections.liqo.fabric.plugins.module_utils import rx_steering as rps  # the option is rx_steering
@@ -208,8 +209,20 @@ def _teardown(gw, check, nft):
     return out, diffs
 
 
+def _local_rule_priority(gateways, value):
+    """`local_rule_priority` checked against the gateways' rules (it must come after all of them)."""
+    try:
+        prio = local_rule.validate_priority(value)
+    except routing.ValidationError as e:
+        raise DataplaneError(str(e)) from None
+    last = max([int(gw["rule_priority"]) + 1 for gw in gateways if gw.get("rule_priority") is not None] or [0])
+    if prio <= last:
+        raise DataplaneError("local_rule_priority: %d must come after the gateways' rules (the last is %d)" % (prio, last))
+    return prio
+
+
 def sync_gateway_dataplane(gateways, private_keys=None, state="present", check=False, probe_wait=0.0,
-                           sysctl_file=None, handover_wait=0.0, rx_steering=True):
+                           sysctl_file=None, handover_wait=0.0, rx_steering=True, local_rule_priority=None):
     """Makes this host run exactly `gateways` (state present) or none of them (absent).
 
     `gateways`: entries of liqo.fabric.gateway_plan (ready ones for present). Returns changed, gateways
@@ -218,6 +231,8 @@ def sync_gateway_dataplane(gateways, private_keys=None, state="present", check=F
     (the binary's path, version, offloads and a warning when it has none; when a gateway runs on it) and diffs.
     `sysctl_file`: the host's record of the host-wide sysctls (see host_sysctls); without it the values are
     set and never restored. `rx_steering`: RPS over every CPU on wireguard-go interfaces (else none).
+    `local_rule_priority`: in a namespace the gateways own (a pod), the IPv4 `lookup local` rule moves there,
+    after the gateways' rules (module_utils/local_rule.py); absent puts it back at 0.
     Raises DataplaneError on bad input before anything is written."""
     gateways = list(gateways or [])
     if state not in ("present", "absent"):
@@ -228,6 +243,8 @@ def sync_gateway_dataplane(gateways, private_keys=None, state="present", check=F
             _check_keys(i, gw, REQUIRED)
     else:
         specs = validate(gateways, private_keys)
+        if local_rule_priority is not None:
+            local_rule_priority = _local_rule_priority(gateways, local_rule_priority)
         if gateways:
             res = host_sysctls.acquire(SYSCTLS, [gw["interface"] for gw in gateways], sysctl_file, check)
             result["sysctls"] = res["changed"]
@@ -245,6 +262,12 @@ def sync_gateway_dataplane(gateways, private_keys=None, state="present", check=F
                 result["diffs"] += diffs
         finally:
             nft.close()
+    if local_rule_priority is not None and (gateways or state == "absent"):
+        res = local_rule.sync(local_rule_priority if state == "present" else 0, check)
+        result["local_rule"] = {"changed": res["changed"], "priority": res["after"][0]}
+        if res["changed"]:
+            result["diffs"].append(_diff("local rule priority", _lines([str(p) for p in res["before"]]),
+                                         _lines([str(p) for p in res["after"]])))
     if state == "present" and any(g["wireguard"]["backend"] == wg.BACKEND_USERSPACE for g in result["gateways"]):
         result["wireguard_go"] = wireguard_go_version.probe(wg.WIREGUARD_GO)
     if state == "absent":
@@ -263,5 +286,6 @@ def sync_gateway_dataplane(gateways, private_keys=None, state="present", check=F
                         float(probe_wait or 0))
             res["seconds"] = round(time.monotonic() - t0, 3)
             result["probes"][gw["interface"]] = res
-    result["changed"] = bool(result["sysctls"]) or any(g["changed"] for g in result["gateways"])
+    result["changed"] = (bool(result["sysctls"]) or any(g["changed"] for g in result["gateways"])
+                         or (result.get("local_rule") or {}).get("changed", False))
     return result

@@ -121,6 +121,8 @@ def gather(kube, gateway=None):
         if pod:
             chosen = g
             break
+    if not chosen and found:
+        chosen = found[0]   # between two pods: its remote CIDRs stay held (plan_node)
     remote = []
     if chosen:
         remote_id = (chosen["obj"]["metadata"].get("labels") or {}).get(REMOTE_CLUSTER_ID_LABEL)
@@ -145,12 +147,23 @@ def _link(name, vni, remote, local, address, link_type, mtu):
 
 
 def plan_node(node, facts, link_type="vxlan", mtu=None, masquerade_bypass=True):
-    """The overlay of one node towards the active gateway pod ({} parts when there is none: all removed).
+    """The overlay of one node towards the active gateway pod ({} parts when there is no gateway or no remote
+    CIDR: all removed). A gateway between two pods (the active one gone, the next not yet up) keeps its rules
+    and bypass with blackhole routes: packets for the remote CIDRs are dropped instead of leaving by the node's
+    default route, where the masquerade would rewrite them and conntrack would keep that for as long as the flow
+    lives (measured: a ping started before a takeover never recovered, while a new one passed at once).
     `mtu` None: the tunnel's (see the module docstring)."""
     host = {"links": [], "routes": [], "rules": [], "bypass": []}
     mtu = mtu or facts.get("mtu") or DEFAULT_MTU
     slot = node_slot(node, facts["internal_cidr"])
-    if not facts["pod"] or not facts["remote_cidrs"] or slot is None:
+    if not facts["gateway"] or not facts["remote_cidrs"] or slot is None:
+        return host
+    host["rules"] = [{"priority": INTERNAL_RULE_PRIORITY, "to": facts["internal_cidr"], "table": TABLE}] + [
+        {"priority": NODE_RULE_PRIORITY, "to": cidr, "table": TABLE} for cidr in facts["remote_cidrs"]]
+    if masquerade_bypass:
+        host["bypass"] = [{"saddr": p, "daddr": c} for p in facts["local_pod_cidrs"] for c in facts["remote_cidrs"]]
+    if not facts["pod"]:
+        host["routes"] = [{"dst": cidr, "type": "blackhole"} for cidr in facts["remote_cidrs"]]
         return host
     gw_ip = gateway_internal_ip(facts["internal_cidr"])
     dev = node_link_name(facts["gateway"])
@@ -162,10 +175,6 @@ def plan_node(node, facts, link_type="vxlan", mtu=None, masquerade_bypass=True):
         if src:
             route["src"] = src
         host["routes"].append(route)
-    host["rules"] = [{"priority": INTERNAL_RULE_PRIORITY, "to": facts["internal_cidr"], "table": TABLE}] + [
-        {"priority": NODE_RULE_PRIORITY, "to": cidr, "table": TABLE} for cidr in facts["remote_cidrs"]]
-    if masquerade_bypass:
-        host["bypass"] = [{"saddr": p, "daddr": c} for p in facts["local_pod_cidrs"] for c in facts["remote_cidrs"]]
     return host
 
 

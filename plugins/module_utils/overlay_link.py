@@ -278,6 +278,21 @@ def apply(ipr, name: str, want: Optional[Desired], actions: List[tuple]) -> None
             ipr.fdb("append" if op == "fdb_add" else "del", ifindex=index, lladdr=ZERO_MAC, dst=act[1])
         elif op == "up":
             ipr.link("set", index=index, state="up")
+    if index is not None and any(a[0] == "fdb_del" for a in actions):
+        _flush_neighbours(ipr, index)
+
+
+def _flush_neighbours(ipr, index: int) -> None:
+    """The link's far end moved (a remote replaced, e.g. the active gateway pod): the neighbour entries learnt
+    over it name the old end's MAC, which the new end drops; left alone they go stale only after tens of
+    seconds of lost traffic."""
+    for n in ipr.get_neighbours(ifindex=index):
+        dst = n.get_attr("NDA_DST")
+        if dst:
+            try:
+                ipr.neigh("del", ifindex=index, dst=dst, family=n["family"])
+            except NetlinkError:
+                pass  # gone meanwhile
 
 
 def describe(actions: List[tuple], name: str) -> List[str]:

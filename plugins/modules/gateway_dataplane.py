@@ -83,6 +83,15 @@ options:
         on a host with one CPU (mask 0).
     type: bool
     default: true
+  local_rule_priority:
+    description:
+      - Only where the gateways own the network namespace (a gateway pod). Moves the IPv4 C(lookup local)
+        policy rule from priority 0 to this one, after the gateways' rules, so that a packet for a remote pod
+        whose original address is also an address of this namespace (a gateway pod's IP lies in its cluster's
+        pod CIDR, which the remote cluster shares when the CIDRs overlap) enters the tunnel instead of being
+        delivered here. Must be above every gateway's C(rule_priority) + 1.
+      - V(state=absent) puts the rule back at priority 0. Omitted, the rule is left alone (a shared host).
+    type: int
   sysctl_file:
     description:
       - The host's record of its host-wide sysctls (C(net.ipv4.ip_forward=1), C(net.ipv4.conf.all.rp_filter=2)),
@@ -157,6 +166,11 @@ wireguard_go:
   returned: state=present, when a gateway uses the wireguard-go backend
   type: dict
   sample: {path: /usr/bin/wireguard-go, version: 0.0.20230223, offloads: true, warning: null}
+local_rule:
+  description: With O(local_rule_priority), whether the C(lookup local) rule moved and its priority now.
+  returned: when O(local_rule_priority) is set
+  type: dict
+  sample: {changed: true, priority: 1810}
 sysctls_restored:
   description: The values put back by the host's last gateway going (empty while other gateways run there).
   returned: state=absent
@@ -192,6 +206,7 @@ def main():
             sysctl_file=dict(type="path"),
             handover_wait=dict(type="float", default=0),
             rx_steering=dict(type="bool", default=True),
+            local_rule_priority=dict(type="int"),
         ),
         required_if=[("state", "present", ("private_keys",))],
         supports_check_mode=True,
@@ -202,7 +217,7 @@ def main():
     try:
         result = gd.sync_gateway_dataplane(p["gateways"], p["private_keys"], p["state"], module.check_mode,
                                            p["probe_wait"], p["sysctl_file"], p["handover_wait"],
-                                           p["rx_steering"])
+                                           p["rx_steering"], p["local_rule_priority"])
     except gd.DataplaneError as e:
         module.fail_json(msg=str(e))
     except (gd.wg.WireGuardError, gd.routing.NetlinkError, gd.NftError, gd.rps.SteeringError, OSError) as e:

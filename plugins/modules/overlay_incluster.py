@@ -85,7 +85,8 @@ host:
   returned: success
   type: dict
 gateway:
-  description: C(namespace/name) of the gateway the overlay leads to (null when there is none).
+  description: C(namespace/name) of the gateway the overlay leads to (null when there is none). Set while
+    RV(gateway_pod) is null (between two pods): the node keeps its rules and blackholes the remote CIDRs.
   returned: success
   type: str
 gateway_pod:

@@ -42,6 +42,9 @@ def test_down_leaves_zero_residue():
         os.makedirs(WG_SOCKET_DIR, exist_ok=True)
         stray_sock = os.path.join(WG_SOCKET_DIR, f"{lab.prefix}wg0.sock")
         open(stray_sock, "w").close()
+        # the gateway role's sysctl record of a lab host, as a lab torn down while connected leaves it
+        record = os.path.join(cleanup.SYSCTL_RECORD_DIR, f"{cleanup.SYSCTL_RECORD_PREFIX}{lab['a'].nodes[0].netns}.conf")
+        open(record, "w").close()
         sleeper = netns.popen_in(lab["a"].nodes[0].netns, ["sleep", "300"])
         ours = [n for n in netns.list_netns() if n.startswith(lab.prefix)]
         assert len(ours) == 2 * (1 + 2 + 2) + 1  # switch+nodes+pods per cluster, WAN
@@ -58,6 +61,7 @@ def test_down_leaves_zero_residue():
     assert not _lab_processes(lab.workdir)
     assert not [p for p in in_netns if os.path.exists(f"/proc/{p}") and "zombie" not in _state(p)]
     assert not os.path.exists(lab.workdir)
+    assert not os.path.exists(record)
 
 
 def _state(pid: int) -> str:

@@ -97,6 +97,26 @@ def test_vxlan_overlay_carries_ping(veth_pair):
     assert not r["changed"]
 
 
+def test_a_moved_remote_forgets_the_old_ends_neighbours(veth_pair):
+    """The far end of a link replaced (the active gateway pod moved): the neighbour entries learnt over it name
+    the old end's MAC, which the new end drops; they go with the remote. An unchanged remote keeps them."""
+    a, b = veth_pair
+    ok(run_module("liqo.fabric.overlay_link", args(0), netns=a))
+    ok(run_module("liqo.fabric.overlay_link", args(1), netns=b))
+    assert pings(a, "10.80.0.2")
+    assert "10.80.0.2 lladdr" in netns.run(["ip", "-n", a, "neigh", "show", "dev", NAME]).stdout
+    ok(run_module("liqo.fabric.overlay_link", args(0, mtu=1300), netns=a))   # no FDB change: entries kept
+    assert "10.80.0.2 lladdr" in netns.run(["ip", "-n", a, "neigh", "show", "dev", NAME]).stdout
+    # b's end replaced by a new link (a new MAC) behind another address of b
+    netns.run(["ip", "-n", b, "addr", "add", "192.168.77.12/24", "dev", "eth0"])
+    ok(run_module("liqo.fabric.overlay_link", {"name": NAME, "state": "absent"}, netns=b))
+    ok(run_module("liqo.fabric.overlay_link", args(1, local="192.168.77.12"), netns=b))
+    r = ok(run_module("liqo.fabric.overlay_link", args(0, remotes=["192.168.77.12"]), netns=a))
+    assert r["changed"] and "192.168.77.12" in fdb(a) and "192.168.77.2 " not in fdb(a)
+    assert "10.80.0.2" not in netns.run(["ip", "-n", a, "neigh", "show", "dev", NAME]).stdout
+    assert pings(a, "10.80.0.2"), "the new end answers at once"
+
+
 def test_auto_picks_what_the_kernel_has(veth_pair):
     a, _b = veth_pair
     expected = "geneve" if kernel_has_geneve(a) else "vxlan"

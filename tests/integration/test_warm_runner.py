@@ -190,6 +190,12 @@ def test_timeout_and_cancel_kill_the_child_and_all_descendants(runners, books, t
         assert pgid_members(p) == []
     assert w.zygote.proc.poll() is None          # the zygote itself lives on
     assert w.run(str(books / "pb.yml"), {"mtu": 1, "marker": "after"}, 120, "after").warm is True
+    # the killed module's AnsiballZ payload dir is in the runner's own temp dir, not the host's /tmp, and
+    # close() removes it
+    left = [e for e in os.listdir(w.env["TMPDIR"]) if "_payload_" in e]
+    assert left, os.listdir(w.env["TMPDIR"])
+    w.close()
+    assert not [e for e in os.listdir(w.env["TMPDIR"]) if "_payload_" in e]
 
 
 def start_client(z, books, tmp_path, pidfile, **stdio):

@@ -16,6 +16,7 @@ import time
 from tests.lab import names, netns, owner
 
 WG_SOCKET_DIR = "/var/run/wireguard"
+SYSCTL_RECORD_DIR, SYSCTL_RECORD_PREFIX = "/run", "liqo-fabric-sysctl-"   # the lab inventory's gateway_sysctl_file
 
 
 def _cmdline(pid: int) -> str:
@@ -139,6 +140,16 @@ def clean_prefix(prefix: str, directory: str | None = None) -> dict:
                     removed["sockets"].append(entry)
                 except OSError:
                     pass
+    # the gateway role's record of a host's sysctls (cluster.py names it after the node's netns): a lab torn
+    # down while connected never ran the gateway's removal, which deletes it
+    removed["files"] = []
+    for entry in os.listdir(SYSCTL_RECORD_DIR):
+        if entry.startswith(SYSCTL_RECORD_PREFIX + prefix) and entry.endswith(".conf"):
+            try:
+                os.unlink(os.path.join(SYSCTL_RECORD_DIR, entry))
+                removed["files"].append(entry)
+            except OSError:
+                pass
     if directory and os.path.isdir(directory):
         shutil.rmtree(directory, ignore_errors=True)
         removed["dirs"].append(directory)
@@ -152,10 +163,11 @@ def _lab_id_of(name: str) -> str | None:
 
 
 def lab_ids_in_use() -> set[str]:
-    """Ids of the labs that have objects on this machine (netns, wireguard-go control files)."""
+    """Ids of the labs that have objects on this machine (netns, wireguard-go control files, sysctl records)."""
     found = list(netns.list_netns())
     if os.path.isdir(WG_SOCKET_DIR):
         found += os.listdir(WG_SOCKET_DIR)
+    found += [e[len(SYSCTL_RECORD_PREFIX):] for e in os.listdir(SYSCTL_RECORD_DIR) if e.startswith(SYSCTL_RECORD_PREFIX)]
     return {i for i in map(_lab_id_of, found) if i}
 
 

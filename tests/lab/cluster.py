@@ -272,7 +272,7 @@ class LabCluster:
                 "ansible_python_interpreter": sys.executable, "node_name": node.name,
                 "internal_ip": node.underlay_ip, "node_pod_cidr": node.pod_cidr,
                 # one sysctl record per host: labs on one machine share /run and their host names
-                "gateway_sysctl_file": f"/run/liqo-fabric-sysctl-{node.netns}.conf",
+                "gateway_sysctl_file": os.path.join(cleanup.SYSCTL_RECORD_DIR, f"{cleanup.SYSCTL_RECORD_PREFIX}{node.netns}.conf"),
             }
             if node.gateway:
                 hosts[node.name]["wan_ip"] = node.wan_ip.split("/")[0]

@@ -47,10 +47,20 @@ def test_both_ends_of_every_link_agree():
     od.validate(gw, 18952, "present")
 
 
-@pytest.mark.parametrize("change", [{"pod": None}, {"remote_cidrs": []}])
+@pytest.mark.parametrize("change", [{"gateway": None, "pod": None, "remote_cidrs": []}, {"remote_cidrs": []}])
 def test_nothing_to_lead_to_means_an_empty_overlay(change):
     facts = dict(FACTS, **change)
     assert oi.plan_node(NODES[1], facts) == {"links": [], "routes": [], "rules": [], "bypass": []}
+
+
+def test_a_gateway_between_two_pods_blackholes_its_remote_cidrs():
+    """No link while no pod is active, but the remote CIDRs never fall to the node's default route (and its
+    masquerade): the rules and the bypass stay, the routes drop."""
+    held = oi.plan_node(NODES[1], dict(FACTS, pod=None))
+    up = oi.plan_node(NODES[1], FACTS)
+    assert held["links"] == [] and held["routes"] == [{"dst": "10.71.0.0/16", "type": "blackhole"}]
+    assert held["rules"] == up["rules"] and held["bypass"] == up["bypass"]
+    od.validate(held, 18952, "present")
 
 
 def test_a_standby_pod_holds_no_overlay():
