@@ -264,7 +264,13 @@ def sync_gateway_dataplane(gateways, private_keys=None, state="present", check=F
             nft.close()
     if local_rule_priority is not None and (gateways or state == "absent"):
         res = local_rule.sync(local_rule_priority if state == "present" else 0, check)
-        result["local_rule"] = {"changed": res["changed"], "priority": res["after"][0]}
+        result["local_rule"] = {"changed": res["changed"], "priority": res["after"][0], "accept_local": []}
+        if state == "present":
+            for gw in gateways:   # a check run may not have built the interface yet: it would change
+                iface = gw["interface"]
+                if (check and not os.path.isdir("/proc/sys/net/ipv4/conf/" + iface)) or local_rule.accept_local(iface, check):
+                    result["local_rule"]["accept_local"].append(iface)
+                    result["local_rule"]["changed"] = True
         if res["changed"]:
             result["diffs"].append(_diff("local rule priority", _lines([str(p) for p in res["before"]]),
                                          _lines([str(p) for p in res["after"]])))

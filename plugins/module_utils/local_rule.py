@@ -13,10 +13,15 @@ packets take the tunnel first. Only for a namespace the gateway owns (a pod): on
 relies on rule 0.
 
 The move adds the new rule before it deletes the old one: the namespace is never without a local lookup.
+
+The other half of the same overlap: a request from the remote pod that has the gateway pod's address arrives
+from the tunnel with a source that is local here, and the kernel drops such a packet as martian before the NAT
+could rewrite its source (postrouting). `accept_local` on the tunnel interface lets it through.
 """
 
 from __future__ import annotations
 
+import os
 import socket
 from typing import Dict, Optional
 
@@ -73,3 +78,15 @@ def sync(priority, check: bool = False, netns: Optional[str] = None) -> dict:
             if failures:
                 _raise_failures(failures, lambda i: "delete the local rule at priority %d" % old[i])
     return res
+
+
+def accept_local(ifname: str, check: bool = False, root: str = "/proc/sys/net/ipv4/conf") -> bool:
+    """Sets `accept_local` = 1 on `ifname` (this namespace); True when it changed."""
+    path = os.path.join(root, ifname, "accept_local")
+    with open(path, encoding="ascii") as f:
+        if f.read().strip() == "1":
+            return False
+    if not check:
+        with open(path, "w", encoding="ascii") as f:
+            f.write("1\n")
+    return True

@@ -90,6 +90,9 @@ options:
         whose original address is also an address of this namespace (a gateway pod's IP lies in its cluster's
         pod CIDR, which the remote cluster shares when the CIDRs overlap) enters the tunnel instead of being
         delivered here. Must be above every gateway's C(rule_priority) + 1.
+      - Also sets C(accept_local) on the gateways' tunnel interfaces, since a request from the remote pod with that
+        address arrives with a source that is local here, which the kernel drops as martian before the NAT
+        rewrites it.
       - V(state=absent) puts the rule back at priority 0. Omitted, the rule is left alone (a shared host).
     type: int
   sysctl_file:
@@ -167,10 +170,11 @@ wireguard_go:
   type: dict
   sample: {path: /usr/bin/wireguard-go, version: 0.0.20230223, offloads: true, warning: null}
 local_rule:
-  description: With O(local_rule_priority), whether the C(lookup local) rule moved and its priority now.
+  description: With O(local_rule_priority), whether the C(lookup local) rule moved, its priority now and the
+    tunnel interfaces whose C(accept_local) was set.
   returned: when O(local_rule_priority) is set
   type: dict
-  sample: {changed: true, priority: 1810}
+  sample: {changed: true, priority: 1810, accept_local: [lwg1a2b3c4d]}
 sysctls_restored:
   description: The values put back by the host's last gateway going (empty while other gateways run there).
   returned: state=absent

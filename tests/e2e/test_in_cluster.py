@@ -334,6 +334,12 @@ def test_wireguard_go_runs_inside_the_gateway_pods_own_netns(connected, installe
         procs = kubectl(c, "exec", pod.metadata.name, "--", "sh", "-c",
                         "cat /proc/[0-9]*/comm 2>/dev/null").stdout.split()
         assert "wireguard-go" in procs, procs
+        # the pod's own address is in the remote's original pod CIDR: the tunnel's rules come before `lookup local`
+        # and the tunnel accepts packets with that source (module_utils/local_rule.py)
+        rules = kubectl(c, "exec", pod.metadata.name, "--", "ip", "-4", "rule").stdout
+        assert "1810:\tfrom all lookup local" in rules and "0:\tfrom all lookup local" not in rules, rules
+        assert kubectl(c, "exec", pod.metadata.name, "--", "cat",
+                       f"/proc/sys/net/ipv4/conf/{iface}/accept_local").stdout.strip() == "1"
         # the NAT table and the policy rules live in the pod, not on its node
         assert "table ip lfgw_" in kubectl(c, "exec", pod.metadata.name, "--", "nft", "list", "tables").stdout
         node = c.node(pod.spec.node_name)
@@ -448,13 +454,13 @@ def test_pod_to_pod_across_clusters_at_the_remapped_address(connected, installed
                 and got.get("peer") == seen_as)
 
     checked, retried = 0, 0
-    # both clusters use one pod CIDR: a remote pod may have the address of the local gateway pod itself (the
-    # case gateway_dataplane's local_rule_priority exists for); counted, as the scheduler decides it
+    # both clusters use one pod CIDR: a pod may have the address of the other cluster's gateway pod (the case
+    # gateway_dataplane's local_rule_priority exists for); counted, as the scheduler decides it
     gw_ips = {c.name: {p.status.pod_ip for p in c.kube.core.list_namespaced_pod(
         "default", label_selector="networking.liqo.io/component=gateway").items} for c in (a, b)}
-    FIGURES["pod pairs whose target has the source cluster's gateway pod address"] = sum(
-        len(pods_of[src.name]) * len([1 for ip, _w in pods_of[dst.name].values() if ip in gw_ips[src.name]])
-        for src, dst in ((a, b), (b, a)))
+    FIGURES["pod pairs with an end at the other cluster's gateway pod address"] = sum(
+        1 for src, dst in ((a, b), (b, a)) for s_ip, _w in pods_of[src.name].values()
+        for d_ip, _w2 in pods_of[dst.name].values() if d_ip in gw_ips[src.name] or s_ip in gw_ips[dst.name])
     for src, dst in ((a, b), (b, a)):
         targets = {remapped(ip, view[src.name]): (name, ip) for name, (ip, _where) in pods_of[dst.name].items()}
         for pod, (ip, node) in pods_of[src.name].items():

@@ -65,3 +65,40 @@ def test_a_bad_priority_is_refused_before_the_kernel_is_touched(gw, value, messa
     with pytest.raises(R.ValidationError, match=message):
         local_rule.sync(value, netns=gw)
     assert local_prefs(gw) == [0]
+
+
+
+def in_ns(ns, *argv, **kw):
+    return netns.run(["ip", "netns", "exec", ns, *argv], **kw)
+
+
+def input_count(ns):
+    return int(in_ns(ns, "nft", "list", "ruleset").stdout.split("counter packets ")[1].split()[0])
+
+
+def accept_local(ns, check=False):
+    code = ("import sys; sys.path.insert(0, %r)\n"
+            "from ansible_collections.liqo.fabric.plugins.module_utils import local_rule\n"
+            "print(local_rule.accept_local('tun0', check=%r))" % (os.path.join(ROOT, "build", "collections"), check))
+    return in_ns(ns, sys.executable, "-c", code).stdout.strip()
+
+
+def test_accept_local_lets_a_tunnel_packet_with_the_namespaces_own_source_in(gw):
+    """The peer sends from the gateway namespace's own address over tun0 (the remote pod that has the gateway
+    pod's IP): dropped as martian until accept_local is set on tun0."""
+    peer = gw[:-len("gw")] + "peer"
+    netns.ip_batch(["addr add 169.254.18.1/30 dev eth0", f"addr add {OWN}/32 dev lo",
+                    "route add 10.99.0.0/24 via 169.254.18.2 dev eth0"], netns=peer)
+    netns.ip_batch(["addr add 10.99.0.1/32 dev lo"], netns=gw)
+    in_ns(gw, "nft", "-f", "-", input=f"table ip t {{\n chain input {{\n  type filter hook input priority 0;\n"
+          f"  ip saddr {OWN} ip daddr 10.99.0.1 counter\n }}\n}}\n")
+    ping = ["ping", "-c2", "-i", "0.2", "-W1", "-I", OWN, "10.99.0.1"]
+    in_ns(peer, *ping, check=False)
+    assert input_count(gw) == 0, "the kernel takes a local source arriving from outside as martian"
+    assert accept_local(gw, check=True) == "True"
+    assert in_ns(gw, "cat", "/proc/sys/net/ipv4/conf/tun0/accept_local").stdout.strip() == "0"   # check mode
+    assert accept_local(gw) == "True"
+    in_ns(peer, *ping, check=False)
+    # in now (the answer stays here: without the gateway's NAT and fwmark rule, 10.243.0.3 is local)
+    assert input_count(gw) >= 2
+    assert accept_local(gw) == "False"   # idempotent
