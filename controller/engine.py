@@ -11,12 +11,14 @@ import concurrent.futures
 import json
 import logging
 import os
+import signal
 import socket
 import threading
 import time
 from typing import Dict, List, Optional, Set
 
 from controller import drift as drift_mod
+from controller import gateway_ha
 from controller import hashing
 from controller.kubeapi import ApiError, ClusterAPI, Informer, NamespacedInformers, obj_key
 from controller.leader import LeaderElector
@@ -102,6 +104,7 @@ class Engine:
         # namespaces served: Secrets are watched there only (RBAC grants them nowhere else); a gateway pod
         # watches its own namespace only
         self.namespaces = [self.gateway["namespace"]] if self.gateway else list(namespaces or [])
+        self.pod_name = gateway_ha.own_pod_name() if self.gateway else ""
         self.entries = [e for e in entries if self.mode in e.modes]
         self.by_kind = {e.kind: e for e in self.entries}
         self.collection_root = collection_root
@@ -177,6 +180,8 @@ class Engine:
                 cs.informers[kind] = inf
                 inf.start()
             if cs.leader:
+                if self.gateway:  # a restarted container starts as a standby: no Service traffic, no overlay
+                    gateway_ha.mark(cs.api, self.gateway["namespace"], self.pod_name, False)
                 cs.leader.start()
         for i in range(self.workers_n):
             t = threading.Thread(target=self._worker, name=f"worker-{i}", daemon=True)
@@ -188,6 +193,11 @@ class Engine:
             self._threads.append(t)
 
     def shutdown(self, timeout: float = 10.0) -> None:
+        if self.gateway:  # the Service and the overlay leave this pod before the Lease is released
+            for cs in self.clusters.values():
+                if cs.leader and cs.acting():
+                    gateway_ha.mark(cs.api, self.gateway["namespace"], self.pod_name, False)
+                    gateway_ha.drop_links()
         self.stop.set()
         self.queue.close()
         for cs in self.clusters.values():
@@ -764,9 +774,17 @@ class Engine:
         self.metrics.leader.labels(cs.name).set(1 if leading else 0)
         if leading:
             threading.Thread(target=self._on_lead, args=(cs,), daemon=True).start()
+        elif self.gateway and not self.stop.is_set():
+            # a gateway pod that lost its Lease alive: label off, then exit to restart as a clean standby
+            gateway_ha.mark(cs.api, self.gateway["namespace"], self.pod_name, False)
+            gateway_ha.drop_links()
+            log.warning("gateway Lease lost: exiting to restart as a standby", extra=_f(cluster=cs.name))
+            os.kill(os.getpid(), signal.SIGTERM)
         self.queue.wake()
 
     def _on_lead(self, cs: ClusterState) -> None:
+        if self.gateway:  # the Service and the node agents' overlay follow the label
+            gateway_ha.mark(cs.api, self.gateway["namespace"], self.pod_name, True)
         self.load_state(cs)
         for inf in cs.informers.values():
             inf.synced.wait(30)

@@ -1,0 +1,65 @@
+"""Active/standby gateway pods (the seeds' "active/standby high-availability").
+
+The replicas of a gateway's Deployment all run the engine in gateway mode; the one holding the gateway's
+Lease is the active one: it labels its own pod `networking.liqo.io/active=true`, which the server's Service
+selects and the node agents' overlay follows (overlay_incluster.active_pod), and it alone builds the tunnel.
+A standby builds nothing: two pods with one WireGuard key would fight over the peer's endpoint. A pod that
+loses the Lease while alive takes its label off and exits, so its container restarts as a clean standby
+(wireguard-go, a child of the container, goes with it).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import subprocess
+
+from controller.kubeapi import ApiError
+from controller.watchmap import RESOURCES
+
+ACTIVE_LABEL = "networking.liqo.io/active"
+log = logging.getLogger(__name__)
+
+
+def own_pod_name() -> str:
+    """The pod this engine runs in (the Downward API's POD_NAME; a pod's hostname is its name)."""
+    return os.environ.get("POD_NAME") or socket.gethostname()
+
+
+def mark(api, namespace: str, pod: str, active: bool) -> bool:
+    """Sets or removes the active label on `pod`; False (logged) when the API refuses or the pod is gone."""
+    body = {"metadata": {"labels": {ACTIVE_LABEL: "true" if active else None}}}
+    try:
+        api.request("PATCH", RESOURCES["Pod"].path(namespace, pod), body=body,
+                    content_type="application/merge-patch+json")
+    except ApiError as exc:
+        if exc.status != 404:
+            log.warning("active label not %s", "set" if active else "removed",
+                        extra={"fields": {"pod": f"{namespace}/{pod}", "error": str(exc)}})
+        return False
+    log.info("gateway pod %s", "active" if active else "standby", extra={"fields": {"pod": f"{namespace}/{pod}"}})
+    return True
+
+
+def drop_links() -> list:
+    """Deletes this pod's tunnel (its TUN device: wireguard-go exits with it) and its overlay links: a pod that
+    stops being active stops carrying traffic at once, instead of for its termination grace period next to the
+    new active pod (two pods with one key make the peer's endpoint flap, and an overlay still delivering to a
+    pod without its tunnel sends the packets out of its eth0). A gateway pod's netns holds no other TUN, VXLAN
+    or Geneve device."""
+    try:
+        links = json.loads(subprocess.run(["ip", "-j", "-d", "link", "show"], capture_output=True, text=True,
+                                          check=True, timeout=10).stdout or "[]")
+    except (OSError, ValueError, subprocess.SubprocessError) as exc:
+        log.warning("links not listed", extra={"fields": {"error": str(exc)}})
+        return []
+    gone = []
+    for link in links:
+        if (link.get("linkinfo") or {}).get("info_kind") in ("tun", "vxlan", "geneve"):
+            if subprocess.run(["ip", "link", "del", link["ifname"]], capture_output=True, check=False, timeout=10).returncode == 0:
+                gone.append(link["ifname"])
+    log.info("tunnel and overlay links dropped", extra={"fields": {"links": gone}})
+    return gone
+
