@@ -18,6 +18,7 @@ import logging
 import os
 import shutil
 import signal
+import ssl
 import sys
 import tempfile
 import threading
@@ -25,6 +26,7 @@ import threading
 from controller import logs, watchmap
 from controller.watchmap import MODES
 from controller.engine import Engine
+from controller.conversion import ConversionServer
 from controller.metrics import HealthServer, Metrics
 
 log = logging.getLogger("controller")
@@ -70,6 +72,11 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="gateway mode: its namespace (default $POD_NAMESPACE)")
     p.add_argument("--metrics-address", default="0.0.0.0")
     p.add_argument("--metrics-port", type=int, default=8080, help="/metrics /healthz /readyz (0: any free port)")
+    p.add_argument("--webhook-cert", default=os.environ.get("FABRIC_WEBHOOK_CERT", ""),
+                   help="PEM certificate of the CRD conversion webhook (HTTPS POST /convert); none: no webhook")
+    p.add_argument("--webhook-key", default=os.environ.get("FABRIC_WEBHOOK_KEY", ""), help="its PEM private key")
+    p.add_argument("--webhook-address", default="0.0.0.0")
+    p.add_argument("--webhook-port", type=int, default=9443, help="port of the conversion webhook (0: any free port)")
     p.add_argument("--watch-timeout", type=int, default=240, help="seconds per watch request before it is renewed")
     p.add_argument("--no-state", action="store_true", help="do not persist applied hashes in ConfigMap liqo/%s" % "liqo-fabric-controller-state")
     p.add_argument("--no-warm-runner", action="store_true",
@@ -144,6 +151,15 @@ def main(argv=None) -> int:
                     warm_runner=not args.no_warm_runner, namespaces=namespaces, gateway=gateway)
     http = HealthServer(args.metrics_address, args.metrics_port, metrics, engine.healthy, engine.ready)
     http.start()
+    webhook = None
+    if args.webhook_cert or args.webhook_key:
+        if not (args.webhook_cert and args.webhook_key):
+            raise SystemExit("--webhook-cert and --webhook-key go together")
+        try:
+            webhook = ConversionServer(args.webhook_address, args.webhook_port, args.webhook_cert, args.webhook_key)
+        except (OSError, ssl.SSLError) as exc:
+            raise SystemExit(f"--webhook-cert/--webhook-key/--webhook-port: {exc}")
+        webhook.start()
     done = threading.Event()
 
     def on_signal(signum, _frame):
@@ -155,11 +171,14 @@ def main(argv=None) -> int:
     engine.start()
     log.info("controller started", extra={"fields": {
         "clusters": sorted(clusters), "mode": engine.mode, "identity": engine.identity, "metrics_port": http.port,
+        "webhook_port": webhook.port if webhook else None,
         "workers": engine.workers_n, "entries": [e.kind for e in engine.entries if e.enabled and e.playbook],
         "role_version": engine.role_version[:12]}})
     done.wait()
     engine.shutdown()
     http.stop()
+    if webhook:
+        webhook.stop()
     if not args.runtime_dir:  # ours alone (pid in the name): nothing of it is needed after exit
         shutil.rmtree(runtime, ignore_errors=True)
     return 0

@@ -56,3 +56,26 @@ def make_pki(directory: str, common_name: str, extra_ips: tuple = ()) -> dict:
                                                  serialization.PrivateFormat.TraditionalOpenSSL,
                                                  serialization.NoEncryption()))
     return paths
+
+
+def make_serving_cert(directory: str, ca_crt: str, ca_key: str, name: str, ips: tuple = ("127.0.0.1",),
+                      dns: tuple = ()) -> dict:
+    """Writes <name>.crt/.key (0600) into `directory`: a serving certificate signed by the lab's CA for `ips` and
+    `dns` (the conversion webhook's: the lab's apiserver trusts it through the CA bundle of the CRDs)."""
+    with open(ca_crt, "rb") as f:
+        ca = x509.load_pem_x509_certificate(f.read())
+    with open(ca_key, "rb") as f:
+        signer = serialization.load_pem_private_key(f.read(), password=None)
+    now = datetime.datetime.now(datetime.timezone.utc)
+    key = ec.generate_private_key(ec.SECP256R1())
+    names = [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips] + [x509.DNSName(d) for d in dns]
+    cert = (x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+            .issuer_name(ca.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=30))
+            .add_extension(x509.SubjectAlternativeName(names), critical=False)
+            .sign(signer, hashes.SHA256()))
+    paths = {"crt": os.path.join(directory, name + ".crt"), "key": os.path.join(directory, name + ".key")}
+    _write(paths["crt"], cert.public_bytes(serialization.Encoding.PEM))
+    _write(paths["key"], _pem_key(key))
+    return paths

@@ -1,0 +1,108 @@
+# Copyright: (c) 2026, liqo.fabric developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The CRD conversion webhook: POST /convert with a ConversionReview (apiextensions.k8s.io/v1), over HTTPS.
+
+The apiserver calls it whenever an object of networking.liqo.io is read or written in a version other
+than the one it is stored in (v1beta1). The conversion itself is the collection's
+``module_utils.crd_conversion``; a review is all or nothing: one object that cannot be converted fails
+the whole review with a message naming the object, the field and the value (the apiserver then refuses
+the request, nothing is written).
+"""
+import http.server
+import json
+import logging
+import ssl
+import threading
+
+from controller import ensure_collection_importable
+
+ensure_collection_importable()
+# pylint: disable=wrong-import-position
+from ansible_collections.liqo.fabric.plugins.module_utils.crd_conversion import ConversionError, convert  # noqa: E402
+
+log = logging.getLogger("liqo-fabric.conversion")
+REVIEW_API = "apiextensions.k8s.io/v1"
+PATH = "/convert"
+MAX_BODY = 3 * 1024 * 1024  # the apiserver's own limit on a request is about this size
+
+
+def review(body: dict) -> dict:
+    """The ConversionReview answering the ConversionReview `body`."""
+    request = body.get("request") if isinstance(body, dict) else None
+    if not isinstance(request, dict):
+        return _response("", failure="ConversionReview: request is missing")
+    uid = request.get("uid", "")
+    if body.get("apiVersion") != REVIEW_API or body.get("kind") != "ConversionReview":
+        return _response(uid, failure="expected a ConversionReview of %s, got apiVersion=%r kind=%r"
+                         % (REVIEW_API, body.get("apiVersion"), body.get("kind")))
+    desired = request.get("desiredAPIVersion", "")
+    converted = []
+    for obj in request.get("objects") or []:
+        try:
+            converted.append(convert(obj, desired))
+        except ConversionError as exc:
+            meta = obj.get("metadata", {}) if isinstance(obj, dict) else {}
+            name = "%s %s/%s" % (obj.get("kind") if isinstance(obj, dict) else "?", meta.get("namespace", ""), meta.get("name", ""))
+            return _response(uid, failure="cannot convert %s to %s: %s" % (name, desired, exc))
+    return _response(uid, converted=converted)
+
+
+def _response(uid: str, converted=None, failure: str = "") -> dict:
+    result = {"status": "Failure", "message": failure} if failure else {"status": "Success"}
+    response = {"uid": uid, "result": result}
+    if not failure:
+        response["convertedObjects"] = converted or []
+    return {"apiVersion": REVIEW_API, "kind": "ConversionReview", "response": response}
+
+
+class ConversionServer(threading.Thread):
+    """HTTPS server of the webhook (TLS 1.2+, the certificate and key given as PEM files)."""
+
+    def __init__(self, address: str, port: int, cert_file: str, key_file: str):
+        super().__init__(name="conversion-webhook", daemon=True)
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 (http.server API)
+                if self.path.split("?")[0] != PATH:
+                    self._send(404, {"error": "not found: %s" % self.path})
+                    return
+                length = int(self.headers.get("Content-Length") or 0)
+                if length <= 0 or length > MAX_BODY:
+                    self._send(400, {"error": "Content-Length must be 1..%d, got %d" % (MAX_BODY, length)})
+                    return
+                try:
+                    body = json.loads(self.rfile.read(length))
+                except ValueError as exc:
+                    self._send(400, {"error": "the body is not JSON: %s" % exc})
+                    return
+                answer = review(body)
+                if answer["response"]["result"]["status"] != "Success":
+                    log.warning("conversion refused", extra={"fields": {"message": answer["response"]["result"]["message"]}})
+                self._send(200, answer)
+
+            def _send(self, code, payload):
+                data = (json.dumps(payload) + "\n").encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):  # keep the JSON log clean
+                pass
+
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        context.load_cert_chain(cert_file, key_file)
+        self.server = http.server.ThreadingHTTPServer((address, port), Handler)
+        self.server.daemon_threads = True
+        # The handshake happens in the request's thread (first read), not in the accepting one.
+        self.server.socket = context.wrap_socket(self.server.socket, server_side=True, do_handshake_on_connect=False)
+        self.port = self.server.server_address[1]
+
+    def run(self) -> None:
+        self.server.serve_forever(poll_interval=0.5)
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
