@@ -126,7 +126,10 @@ def test_default_server_template_renders_service_and_deployment():
     assert svc["spec"]["ports"] == [{"name": "wireguard", "protocol": "UDP", "port": 51820, "targetPort": 51820}]
     dep = out["spec"]["deployment"]
     pod = dep["spec"]["template"]
-    assert dep["spec"]["selector"]["matchLabels"] == pod["metadata"]["labels"] == svc["spec"]["selector"]
+    assert dep["spec"]["selector"]["matchLabels"] == pod["metadata"]["labels"]
+    # The Service reaches only the active replica: the pod's labels plus the one the Lease holder sets.
+    assert svc["spec"]["selector"] == {**pod["metadata"]["labels"], "networking.liqo.io/active": "true"}
+    assert dep["spec"]["replicas"] == 2
     container = pod["spec"]["containers"][0]
     assert container["image"] == "docker.io/liqo-fabric/fabric:0.1.0" and container["imagePullPolicy"] == "IfNotPresent"
     assert_runs_the_engine_in_gateway_mode(container, "GatewayServer", "server", "liqo-tenant-dry-paper")
