@@ -62,4 +62,3 @@ def drop_links() -> list:
                 gone.append(link["ifname"])
     log.info("tunnel and overlay links dropped", extra={"fields": {"links": gone}})
     return gone
-

@@ -195,7 +195,7 @@ def _set_annotation(obj, kept):
 
 def version_of(obj):
     api_version = obj.get("apiVersion", "") if isinstance(obj, dict) else ""
-    group, _, version = api_version.rpartition("/")
+    group, version = api_version.rpartition("/")[::2]
     if group != GROUP or version not in VERSIONS:
         raise ConversionError("apiVersion %r is not one of %s" % (api_version, ", ".join(GROUP + "/" + v for v in VERSIONS)))
     return version

@@ -86,7 +86,7 @@ host:
   type: dict
 gateway:
   description: C(namespace/name) of the gateway the overlay leads to (null when there is none). Set while
-    RV(gateway_pod) is null (between two pods): the node keeps its rules and blackholes the remote CIDRs.
+    RV(gateway_pod) is null (between two pods), when the node keeps its rules and blackholes the remote CIDRs.
   returned: success
   type: str
 gateway_pod:

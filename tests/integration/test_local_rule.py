@@ -67,7 +67,6 @@ def test_a_bad_priority_is_refused_before_the_kernel_is_touched(gw, value, messa
     assert local_prefs(gw) == [0]
 
 
-
 def in_ns(ns, *argv, **kw):
     return netns.run(["ip", "netns", "exec", ns, *argv], **kw)
 
