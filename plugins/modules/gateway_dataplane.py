@@ -69,7 +69,7 @@ options:
   probe:
     description:
       - Probe the tunnels at all. V(false) while a key rotation has switched this side's key and the peer has not
-        yet: the probe could only fail (liqo.fabric.rotate_keys, docs/key-rotation.md).
+        yet, when the probe could only fail (liqo.fabric.rotate_keys, docs/key-rotation.md).
     type: bool
     default: true
   handover_wait:

@@ -193,3 +193,37 @@ def test_a_second_rotation_works_and_no_private_key_is_ever_shown(lab):
         for key in keys:
             assert key not in text
             assert base64.b64decode(key).hex() not in text
+
+
+def test_the_controller_rotates_on_the_annotated_period(lab, tmp_path):
+    """A GatewayClient annotated with a 30 s key-rotation-period: the controller (serving both clusters,
+    with the inventory) runs rotate_keys when the period since the last rotation has passed."""
+    from tests.e2e.test_controller import ControllerProc  # pylint: disable=import-outside-toplevel
+    a, b = lab["a"], lab["b"]
+    before = {c.name: secret_keys(c) for c in (a, b)}
+    gc = get(a, "gatewayclients")[0]
+    ref = ["gatewayclients.networking.liqo.io", gc["metadata"]["name"], "-n", gc["metadata"]["namespace"]]
+    ctl = ControllerProc(str(tmp_path), {"a": a.kubeconfig, "b": b.kubeconfig}, "--key-rotation-check", "2",
+                         inventory=lab.inventory_path)
+    ctl.start()
+    try:
+        kubectl(a, "annotate", *ref, "networking.liqo.io/key-rotation-period=30s")
+        done = fabric.wait_for(lambda: [line for line in ctl.logs() if line.get("msg") == "key rotation done"], 150,
+                               what="the controller's rotation")
+        assert done[0]["result"] == "ok" and done[0]["cluster"] == "a", ctl.log_tail(60)
+        for c in (a, b):
+            assert secret_keys(c)["publicKey"] != before[c.name]["publicKey"]
+        fabric.wait_for(lambda: all(get(c, "connections")[0]["status"]["value"] == "Connected" for c in (a, b)), 60,
+                        what="both Connections Connected after the rotation")
+    finally:
+        kubectl(a, "annotate", *ref, "networking.liqo.io/key-rotation-period-", check=False)
+        ctl.stop()
+    for c in (a, b):
+        keys = secret_keys(c)
+        assert set(keys) == {"privateKey", "publicKey"}
+        assert wg(c, "public-key") == keys["publicKey"]
+    with open(ctl.log_path, encoding="utf-8", errors="replace") as f:
+        text = f.read()
+    for c in (a, b):
+        for k in (before[c.name]["privateKey"], secret_keys(c)["privateKey"]):
+            assert k not in text
