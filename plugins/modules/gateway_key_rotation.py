@@ -129,7 +129,7 @@ def main():
         supports_check_mode=True,
     )
     result, diff = with_kube(module, _work(module.params, module.check_mode), user_errors=(kr.RotationError,))
-    if diff and module._diff:
+    if diff and module._diff:  # pylint: disable=protected-access
         result["diff"] = diff
     module.exit_json(**result)
 

@@ -227,3 +227,12 @@ def test_the_controller_rotates_on_the_annotated_period(lab, tmp_path):
     for c in (a, b):
         for k in (before[c.name]["privateKey"], secret_keys(c)["privateKey"]):
             assert k not in text
+
+
+def test_bad_input_names_each_field_before_any_write(tmp_path):
+    proc = playbook("rotate_keys", check=False, kubeconfig=str(tmp_path / "nope"), wait_timeout="soon")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    for msg in (f"kubeconfig: {tmp_path / 'nope'} is not a file", "remote_kubeconfig: missing",
+                "wait_timeout: soon is not a number of seconds", "gateway_group: inventory group gateway has no host"):
+        assert msg in out, out[-2000:]
