@@ -56,6 +56,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="seconds between drift checks of every entry with one (default: the watch map's `drift.period`)")
     p.add_argument("--resync-period", type=float, metavar="SECONDS",
                    help="seconds between resyncs of every entry with one (default: the watch map's `resync`)")
+    p.add_argument("--key-rotation-check", type=float, default=10.0, metavar="SECONDS",
+                   help="seconds between checks of the gateways' key-rotation-period annotations (default %(default)s)")
     p.add_argument("--no-leader-elect", action="store_true", help="act without holding the Lease")
     p.add_argument("--lease-duration", type=float, default=15.0)
     p.add_argument("--lease-namespace", default="liqo")
@@ -149,6 +151,7 @@ def main(argv=None) -> int:
                     node_name=args.node_name, watch_map_path=args.watches, metrics=metrics,
                     state_configmap=not args.no_state, watch_timeout=args.watch_timeout,
                     warm_runner=not args.no_warm_runner, namespaces=namespaces, gateway=gateway)
+    engine.key_rotation_period = args.key_rotation_check
     http = HealthServer(args.metrics_address, args.metrics_port, metrics, engine.healthy, engine.ready)
     http.start()
     webhook = None

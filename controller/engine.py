@@ -19,6 +19,7 @@ from typing import Dict, List, Optional, Set
 
 from controller import drift as drift_mod
 from controller import gateway_ha
+from controller import key_rotation
 from controller import hashing
 from controller.kubeapi import ApiError, ClusterAPI, Informer, NamespacedInformers, obj_key
 from controller.leader import LeaderElector
@@ -137,6 +138,10 @@ class Engine:
         for e in self.entries:
             if not e.enabled:
                 log.warning("watch entry disabled", extra=_f(kind=e.kind, reason=e.disabled_reason))
+        gw_entry = self.by_kind.get("GatewayServer") or self.by_kind.get("GatewayClient")
+        self.key_rotation = key_rotation.KeyRotation(self, os.path.dirname(gw_entry.playbook)) if (
+            gw_entry and gw_entry.playbook) else None
+        self.key_rotation_period = 10.0  # seconds between checks of the rotation schedules
 
     # ================================================================== lifecycle
     def kinds(self) -> List[str]:
@@ -187,7 +192,10 @@ class Engine:
             t = threading.Thread(target=self._worker, name=f"worker-{i}", daemon=True)
             t.start()
             self._threads.append(t)
-        for target, name in ((self._resync_loop, "resync"), (self._drift_loop, "drift"), (self._state_loop, "state")):
+        loops = [(self._resync_loop, "resync"), (self._drift_loop, "drift"), (self._state_loop, "state")]
+        if self.key_rotation and self.key_rotation.enabled():
+            loops.append((self._key_rotation_loop, "key-rotation"))
+        for target, name in loops:
             t = threading.Thread(target=target, name=name, daemon=True)
             t.start()
             self._threads.append(t)
@@ -439,6 +447,10 @@ class Engine:
 
     def _process(self, item: Item) -> None:
         cs = self.clusters[item.cluster]
+        if item.key.startswith(key_rotation.PREFIX):
+            if self.key_rotation:
+                self.key_rotation.run(cs, item.key)
+            return
         entry, objs, hashes = self.current(cs, item.key)
         if entry is None:
             return
@@ -689,6 +701,14 @@ class Engine:
                         n, enq = self.resync(cs, e)
                         if n:
                             log.info("resync", extra=_f(cluster=cs.name, kind=e.kind, keys=n, enqueued=enq))
+
+    def _key_rotation_loop(self) -> None:
+        """Enqueues the rotations of gateways whose key-rotation-period has passed (controller/key_rotation.py)."""
+        while not self.stop.wait(self.key_rotation_period):
+            try:
+                self.key_rotation.check()
+            except Exception as exc:  # pylint: disable=broad-except
+                log.warning("key rotation check failed", extra=_f(error=str(exc)))
 
     @staticmethod
     def _due(last: dict, k, period: float, now: float) -> bool:

@@ -139,6 +139,29 @@ def wait_name_free(iface, timeout, interval=0.05):
     return time.monotonic() - t0
 
 
+def _peer_replaced(wres):
+    """Whether the interface existed and its peer got a new public key (the remote side rotated its key)."""
+    before, after = wres["diff"]["before"], wres["diff"]["after"]
+    if wres.get("created") or not before or before.get("state") != "present":
+        return False
+    old = set(p["public_key"] for p in before.get("peers") or [])
+    return bool(old) and old != set(p["public_key"] for p in after.get("peers") or [])
+
+
+def kick_handshake(iface, address, port=9):
+    """One UDP datagram (discard port) into the tunnel: a peer that has no session yet (its key was just
+    replaced) handshakes now instead of when the remote retries (WireGuard's REKEY_TIMEOUT, 5 s); until then
+    the remote's packets wait in its staging queue (docs/key-rotation.md). Best effort: True when sent."""
+    import socket  # pylint: disable=import-outside-toplevel
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, iface.encode())
+            s.sendto(b"liqo-fabric key rotation", (address, port))
+        return True
+    except OSError:
+        return False
+
+
 def _unchanged(**extra):
     return dict(changed=False, before=[], after=[], writes=0, **extra)
 
@@ -164,6 +187,8 @@ def _build(gw, spec, check, nft, handover_wait=0.0, rx_steer=True):
     wres = wg.ensure_present(spec, check_mode=check)
     out["seconds"] = {"wireguard": round(time.monotonic() - t0, 3)}
     out["wireguard"] = {k: wres.get(k) for k in ("changed", "created", "backend", "pid", "writes")}
+    out["wireguard"]["handshake_kicked"] = (not check and _peer_replaced(wres)
+                                            and kick_handshake(iface, gw["probe_address"]))
     steer = _steering(iface, wres, rx_steer, check)
     out["rx_steering"] = {"changed": steer["changed"], "rps_cpus": steer["after"]}
     nres = nat.ensure(_nat_spec(gw), check_mode=check, nft=nft)
@@ -222,7 +247,8 @@ def _local_rule_priority(gateways, value):
 
 
 def sync_gateway_dataplane(gateways, private_keys=None, state="present", check=False, probe_wait=0.0,
-                           sysctl_file=None, handover_wait=0.0, rx_steering=True, local_rule_priority=None):
+                           sysctl_file=None, handover_wait=0.0, rx_steering=True, local_rule_priority=None,
+                           probe_tunnels=True):
     """Makes this host run exactly `gateways` (state present) or none of them (absent).
 
     `gateways`: entries of liqo.fabric.gateway_plan (ready ones for present). Returns changed, gateways
@@ -232,7 +258,8 @@ def sync_gateway_dataplane(gateways, private_keys=None, state="present", check=F
     `sysctl_file`: the host's record of the host-wide sysctls (see host_sysctls); without it the values are
     set and never restored. `rx_steering`: RPS over every CPU on wireguard-go interfaces (else none).
     `local_rule_priority`: in a namespace the gateways own (a pod), the IPv4 `lookup local` rule moves there,
-    after the gateways' rules (module_utils/local_rule.py); absent puts it back at 0.
+    after the gateways' rules (module_utils/local_rule.py); absent puts it back at 0. `probe_tunnels`: False
+    skips the probes (a key rotation's switch step, when a probe could only fail).
     Raises DataplaneError on bad input before anything is written."""
     gateways = list(gateways or [])
     if state not in ("present", "absent"):
@@ -283,7 +310,7 @@ def sync_gateway_dataplane(gateways, private_keys=None, state="present", check=F
         result["sysctls_restored"] = res["restored"]
         if res["changed"]:
             result["diffs"].append(_diff("sysctls", res["before"], res["after"]))
-    if not check and state == "present":
+    if not check and state == "present" and probe_tunnels:
         for gw in gateways:
             if gw.get("error"):
                 continue

@@ -450,10 +450,12 @@ def compute_change(spec, current):
         for pub in cur.peers:
             if pub not in wanted:
                 ch.peers.append(PeerChange(pub, remove=True))
+    inherited = replaced_peer_endpoint(spec, cur)
     for p in spec.peers:
         c = cur.peers.get(p.public_key)
         if c is None:
-            ch.peers.append(PeerChange(p.public_key, new=True, preshared_key=p.preshared_key, endpoint=p.endpoint,
+            ch.peers.append(PeerChange(p.public_key, new=True, preshared_key=p.preshared_key,
+                                       endpoint=p.endpoint if p.endpoint is not None else inherited,
                                        persistent_keepalive=p.persistent_keepalive or None,
                                        allowed_ips=list(p.allowed_ips)))
             continue
@@ -470,6 +472,19 @@ def compute_change(spec, current):
                 or pc.allowed_ips is not None):
             ch.peers.append(pc)
     return ch
+
+
+def replaced_peer_endpoint(spec, current):
+    """A key rotation of the remote side replaces an exclusive interface's only peer by one with a new public
+    key. A peer without a configured endpoint (a server's) would start without one and could not handshake
+    until the remote does; it gets the endpoint WireGuard learned for the peer it replaces, so this side
+    handshakes at once (docs/key-rotation.md). Returns that endpoint, or None when not such a replacement."""
+    if not spec.exclusive or len(spec.peers) != 1 or spec.peers[0].endpoint is not None:
+        return None
+    removed = [p for pub, p in current.peers.items() if pub != spec.peers[0].public_key]
+    if len(removed) != 1 or spec.peers[0].public_key in current.peers:
+        return None
+    return removed[0].endpoint
 
 
 def render_uapi_set(change):
@@ -611,10 +626,11 @@ def apply_change_to_state(spec, current):
                 new.peers[pub] = PeerState(pub, p.endpoint, [a for a in p.allowed_ips if a not in claimed],
                                            p.persistent_keepalive, p.preshared_key, p.last_handshake,
                                            p.rx_bytes, p.tx_bytes)
+    inherited = replaced_peer_endpoint(spec, cur)
     for p in spec.peers:
         c = cur.peers.get(p.public_key)
         new.peers[p.public_key] = PeerState(
-            p.public_key, p.endpoint if p.endpoint is not None else (c.endpoint if c else None),
+            p.public_key, p.endpoint if p.endpoint is not None else (c.endpoint if c else inherited),
             list(p.allowed_ips), p.persistent_keepalive, p.preshared_key)
     return new
 

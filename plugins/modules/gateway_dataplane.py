@@ -66,6 +66,12 @@ options:
         final; after a full wait a failure is final. Gateways whose plan has an C(error) are not probed.
     type: float
     default: 0
+  probe:
+    description:
+      - Probe the tunnels at all. V(false) while a key rotation has switched this side's key and the peer has not
+        yet, when the probe could only fail (liqo.fabric.rotate_keys, docs/key-rotation.md).
+    type: bool
+    default: true
   handover_wait:
     description:
       - Seconds to wait for an interface name that a wireguard-go of another network namespace of the same
@@ -207,6 +213,7 @@ def main():
             private_keys=dict(type="dict", no_log=True),
             state=dict(type="str", default="present", choices=["present", "absent"]),
             probe_wait=dict(type="float", default=0),
+            probe=dict(type="bool", default=True),
             sysctl_file=dict(type="path"),
             handover_wait=dict(type="float", default=0),
             rx_steering=dict(type="bool", default=True),
@@ -221,7 +228,7 @@ def main():
     try:
         result = gd.sync_gateway_dataplane(p["gateways"], p["private_keys"], p["state"], module.check_mode,
                                            p["probe_wait"], p["sysctl_file"], p["handover_wait"],
-                                           p["rx_steering"], p["local_rule_priority"])
+                                           p["rx_steering"], p["local_rule_priority"], p["probe"])
     except gd.DataplaneError as e:
         module.fail_json(msg=str(e))
     except (gd.wg.WireGuardError, gd.routing.NetlinkError, gd.NftError, gd.rps.SteeringError, OSError) as e:

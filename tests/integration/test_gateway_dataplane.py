@@ -273,3 +273,31 @@ def test_a_host_already_right_is_left_as_it_was(pair):
     gone = run_module(MODULE, {"gateways": [pair["server"]], "state": "absent", "sysctl_file": rec}, netns=host)
     assert gone["sysctls_restored"] == {} and not os.path.exists(rec)
     assert sysctls(host) == {"net.ipv4.ip_forward": "1", "net.ipv4.conf.all.rp_filter": "2"}
+
+
+def test_a_key_rotation_switch_then_peer_replacement_reconnects(pair):
+    """Issue 21: the client switches to a new private key (no probe: the server cannot answer it yet), then
+    the server replaces the peer: the new peer keeps the endpoint WireGuard learned for the old one, the
+    server sends a datagram into the tunnel so it handshakes itself, and the tunnel is up with the new key."""
+    assert build(pair, "server")["rc"] == 0
+    assert build(pair, "client", probe_wait=10)["probes"][pair["client"]["interface"]]["connected"]
+    srv_if, cli_if = pair["server"]["interface"], pair["client"]["interface"]
+    learned = netns.exec_in(pair["server_ns"], ["wg", "show", srv_if, "endpoints"]).stdout.split()
+    assert len(learned) == 2 and learned[1].startswith("192.168.77.1:"), learned
+    priv_c2, pub_c2 = wg.generate_keypair()
+    pair["keys"][cli_if] = priv_c2
+    switched = build(pair, "client", probe=False)
+    assert switched["changed"] and switched["probes"] == {}, switched
+    assert netns.exec_in(pair["client_ns"], ["wg", "show", cli_if, "public-key"]).stdout.strip() == pub_c2
+    pair["server"]["peer"]["public_key"] = pub_c2
+    replaced = build(pair, "server", probe_wait=10)
+    part = replaced["gateways"][0]
+    assert part["wireguard"]["changed"] and part["wireguard"]["handshake_kicked"], part
+    assert replaced["probes"][srv_if]["connected"], replaced["probes"]
+    now = netns.exec_in(pair["server_ns"], ["wg", "show", srv_if, "endpoints"]).stdout.split()
+    assert now == [pub_c2, learned[1]], now
+    # a rerun replaces nothing and kicks nothing
+    again = build(pair, "server", probe_wait=5)
+    assert not again["changed"] and not again["gateways"][0]["wireguard"]["handshake_kicked"]
+    for result in (switched, replaced, again):
+        assert priv_c2 not in result["stdout"] + result["stderr"]

@@ -1,0 +1,139 @@
+"""Scheduled WireGuard key rotation (issue 21): a gateway annotated ``networking.liqo.io/key-rotation-period``
+gets its connection's keys rotated by ``rotate_keys.yml`` when the period since the last rotation (its key
+Secret's ``networking.liqo.io/keys-rotated-at``, else the Secret's creation) has passed.
+
+The rotation needs both clusters (each side's next public key goes to the other's PublicKey), so the
+controller runs it when it serves the peer cluster too (``--cluster a=… --cluster b=…``, with an inventory
+whose gateway groups are ``cluster_<name>_gateway``). A due rotation is a work item of the gateway's cluster,
+locked with that cluster's gateway host; the schedule logic is module_utils/key_rotation.py."""
+from __future__ import annotations
+
+import datetime
+import logging
+import os
+from typing import Dict, List, Optional
+
+from controller import ensure_collection_importable
+from controller.watchmap import RESOURCES
+from controller.workqueue import PRIO_RESYNC
+
+ensure_collection_importable()
+# pylint: disable=wrong-import-position
+from ansible_collections.liqo.fabric.plugins.module_utils import key_rotation as kr  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils.gateway import secret_name  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import REMOTE_CLUSTER_ID_LABEL  # noqa: E402
+
+log = logging.getLogger("controller.key_rotation")
+PREFIX = "rotate:"
+PLAYBOOK = "rotate_keys.yml"
+KINDS = ("GatewayServer", "GatewayClient")
+IDENTITY = ("liqo", "liqo-clusterid-configmap")
+
+
+def _f(**kw) -> dict:
+    return {"fields": kw}
+
+
+def work_key(cluster: str, kind: str, namespace: str, name: str) -> str:
+    return f"{PREFIX}{cluster}/{kind}/{namespace}/{name}"
+
+
+def parse_key(key: str) -> tuple:
+    cluster, kind, namespace, name = key[len(PREFIX):].split("/", 3)
+    return cluster, kind, namespace, name
+
+
+class KeyRotation:
+    """Finds the gateways whose keys are due and runs the rotation playbook for them."""
+
+    def __init__(self, engine, playbook_dir: str):
+        self.engine = engine
+        self.playbook = os.path.join(playbook_dir, PLAYBOOK)
+        self._ids: Dict[str, str] = {}     # cluster name -> cluster id (read once)
+        self._warned: Dict[str, str] = {}  # gateway -> the bad annotation value already logged
+
+    def enabled(self) -> bool:
+        return (self.engine.mode == "controller" and self.engine.runner.inventory is not None
+                and len(self.engine.clusters) > 1 and os.path.isfile(self.playbook))
+
+    def cluster_id(self, cs) -> Optional[str]:
+        if cs.name not in self._ids:
+            cm = cs.api.get(RESOURCES["ConfigMap"], *IDENTITY)
+            cid = ((cm or {}).get("data") or {}).get("CLUSTER_ID")
+            if not cid:
+                return None
+            self._ids[cs.name] = cid
+        return self._ids[cs.name]
+
+    def peer_of(self, gateway: dict) -> Optional[str]:
+        """The name of the controller's cluster whose id the gateway's remote-cluster-id label names."""
+        want = ((gateway.get("metadata") or {}).get("labels") or {}).get(REMOTE_CLUSTER_ID_LABEL)
+        for name, cs in self.engine.clusters.items():
+            if want and self.cluster_id(cs) == want:
+                return name
+        return None
+
+    def due(self, cs, gateway: dict, now: datetime.datetime) -> dict:
+        meta = gateway.get("metadata") or {}
+        if kr.PERIOD_ANNOTATION not in (meta.get("annotations") or {}):
+            return {"due": False}
+        secret = cs.api.get(RESOURCES["Secret"], meta.get("namespace"), secret_name(gateway["kind"], meta.get("name")))
+        return kr.schedule(gateway, secret, now)
+
+    def check(self, now: Optional[datetime.datetime] = None) -> List[str]:
+        """Enqueues a rotation for every due gateway of the clusters this controller leads; returns the keys."""
+        now = now or datetime.datetime.now(datetime.timezone.utc)
+        out = []
+        for cs in self.engine.clusters.values():
+            if not cs.acting():
+                continue
+            for kind in KINDS:
+                inf = cs.informers.get(kind)
+                for gw in list(inf.cache.values()) if inf else []:
+                    gw = dict(gw, kind=kind)
+                    meta = gw.get("metadata") or {}
+                    if meta.get("deletionTimestamp"):
+                        continue
+                    try:
+                        sched = self.due(cs, gw, now)
+                    except Exception as exc:  # pylint: disable=broad-except
+                        log.warning("key rotation schedule unreadable", extra=_f(cluster=cs.name, error=str(exc)))
+                        continue
+                    where = f"{cs.name}/{kind}/{meta.get('namespace')}/{meta.get('name')}"
+                    if sched.get("error") and self._warned.get(where) != sched["error"]:
+                        self._warned[where] = sched["error"]
+                        log.warning("key rotation period ignored", extra=_f(gateway=where, error=sched["error"]))
+                    if not sched.get("due"):
+                        continue
+                    key = work_key(cs.name, kind, meta.get("namespace"), meta.get("name"))
+                    self.engine.queue.add(key, lock=f"{cs.name}/gateway-host", cluster=cs.name, priority=PRIO_RESYNC,
+                                          reason="key rotation due")
+                    out.append(key)
+        return out
+
+    def run(self, cs, key: str) -> Optional[bool]:
+        """Runs the rotation of the key's gateway if it is still due; True/False for the run's outcome, None when
+        nothing ran (not due any more, gone, or its peer cluster is not served here)."""
+        dummy, kind, namespace, name = parse_key(key)
+        gw = cs.obj(kind, f"{namespace}/{name}")
+        if gw is None:
+            return None
+        gw = dict(gw, kind=kind)
+        if not self.due(cs, gw, datetime.datetime.now(datetime.timezone.utc)).get("due"):
+            return None
+        peer = self.peer_of(gw)
+        if peer is None:
+            log.warning("key rotation due but the peer cluster is not served by this controller",
+                        extra=_f(cluster=cs.name, gateway=f"{namespace}/{name}"))
+            return None
+        extravars = {"kubeconfig": cs.kubeconfig, "remote_kubeconfig": self.engine.clusters[peer].kubeconfig,
+                     "gateway_group": f"cluster_{cs.name}_gateway", "remote_gateway_group": f"cluster_{peer}_gateway",
+                     "fabric_cluster": cs.name, "fabric_key": key}
+        log.info("key rotation", extra=_f(cluster=cs.name, peer=peer, gateway=f"{kind} {namespace}/{name}"))
+        ident = "".join(ch if ch.isalnum() else "-" for ch in key)[-60:]
+        res = self.engine.runner.run(self.playbook, extravars, 600, ident, cancel=self.engine.stop.is_set)
+        self.engine.metrics.runs.labels(cs.name, kind, PLAYBOOK).inc()
+        log.info("key rotation done", extra=_f(cluster=cs.name, gateway=f"{namespace}/{name}",
+                                               result="ok" if res.ok else "failed", seconds=round(res.duration, 3),
+                                               message=res.message if not res.ok else ""))
+        return res.ok

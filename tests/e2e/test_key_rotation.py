@@ -1,0 +1,243 @@
+"""Issue 21, key rotation with overlap: liqo.fabric.rotate_keys on two connected lab clusters rotates both
+gateways' WireGuard keys under a 50 ms ping without losing a packet; afterwards each Secret holds only its
+new key, both interfaces use the new keys, the old key no longer completes a handshake, and no private key
+shows in any output. The tests run in order on one lab."""
+import base64
+import json
+import re
+import shutil
+import subprocess
+import threading
+import time
+
+import pytest
+
+from tests.conftest import require_root
+from tests.e2e import fabric
+from tests.e2e.fabric import get, kubectl, playbook, translate
+from tests.lab import Lab, netns
+
+pytestmark = pytest.mark.skipif(not shutil.which("kubectl"), reason="kubectl is not installed")
+OUTPUTS = []
+OLD = {}       # cluster name -> {"private": ..., "public": ...} before the rotation
+PING_SECONDS = 40
+
+
+@pytest.fixture(scope="module")
+def lab():
+    require_root()
+    with Lab([{"name": "a"}, {"name": "b"}], pod_cidr="10.243.0.0/16", nodes=1, pods_per_node=1) as lab_:
+        fabric.install(lab_["a"])
+        fabric.install(lab_["b"])
+        proc = playbook("connect", lab_.inventory_path, kubeconfig=lab_["a"].kubeconfig,
+                        remote_kubeconfig=lab_["b"].kubeconfig, gateway_group="cluster_a_gateway",
+                        remote_gateway_group="cluster_b_gateway", wait=True, wait_timeout=20)
+        OUTPUTS.append(proc.stdout + proc.stderr)
+        yield lab_
+
+
+def rotate(lab, *cli_flags, check=True):
+    proc = playbook("rotate_keys", lab.inventory_path, kubeconfig=lab["a"].kubeconfig,
+                    remote_kubeconfig=lab["b"].kubeconfig, gateway_group="cluster_a_gateway",
+                    remote_gateway_group="cluster_b_gateway", cli_flags=cli_flags, check=check)
+    OUTPUTS.append(proc.stdout + proc.stderr)
+    return proc
+
+
+def key_secret(cluster):
+    items = json.loads(kubectl(cluster, "get", "secrets", "-A", "-l", "networking.liqo.io/gateway-keys=true",
+                               "-o", "json"))["items"]
+    assert len(items) == 1, [s["metadata"]["name"] for s in items]
+    return items[0]
+
+
+def secret_keys(cluster):
+    data = key_secret(cluster)["data"]
+    return {k: base64.b64decode(v).decode() for k, v in data.items()}
+
+
+def wg(cluster, *args):
+    node = cluster.gateway_nodes[0].netns
+    iface = [l.split()[0].split("@")[0] for l in netns.exec_in(node, ["ip", "-br", "link"]).stdout.splitlines()
+             if l.startswith("lwg")]
+    assert len(iface) == 1, iface
+    return netns.exec_in(node, ["wg", "show", iface[0], *args]).stdout.strip()
+
+
+def public_keys(cluster):
+    return [pk["spec"]["publicKey"] for pk in get(cluster, "publickeies")]
+
+
+def test_check_mode_plans_the_rotation_and_changes_nothing(lab):
+    a, b = lab["a"], lab["b"]
+    before = {c.name: (secret_keys(c), public_keys(c), wg(c, "public-key")) for c in (a, b)}
+    proc = rotate(lab, "--check", "--diff")
+    for c in (a, b):
+        assert (secret_keys(c), public_keys(c), wg(c, "public-key")) == before[c.name]
+    out = proc.stdout
+    # the diff shows the PublicKey's next key (the check-mode placeholder) and the Secret's fields, no values
+    assert "CHECK+MODE+key+generated+by+the+real+run+xA=" in out and "nextPrivateKey" in out, out[-3000:]
+    assert "(set)" in out
+
+
+def test_rotation_under_a_50ms_ping_loses_nothing(lab):
+    a, b = lab["a"], lab["b"]
+    for c in (a, b):
+        keys = secret_keys(c)
+        assert set(keys) == {"privateKey", "publicKey"}
+        OLD[c.name] = {"private": keys["privateKey"], "public": keys["publicKey"]}
+        assert wg(c, "public-key") == keys["publicKey"]
+    pod_a, pod_b = a.gateway_nodes[0].pods[0], b.gateway_nodes[0].pods[0]
+    remapped = get(a, "configurations")[0]["status"]["remote"]["cidr"]["pod"]
+    target = translate(pod_b.ip, b.pod_cidr, remapped)
+    count = PING_SECONDS * 20
+    ping = netns.popen_in(pod_a.netns, ["ping", "-n", "-i", "0.05", "-c", str(count), "-W", "10", target],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    result = {}
+
+    def run():
+        t0 = time.monotonic()
+        time.sleep(1)
+        result["proc"] = rotate(lab, check=False)
+        result["seconds"] = time.monotonic() - t0
+        result["done_at"] = time.monotonic()
+
+    started = time.monotonic()
+    worker = threading.Thread(target=run)
+    worker.start()
+    out, err = ping.communicate(timeout=PING_SECONDS + 60)
+    ping_end = time.monotonic()
+    worker.join(timeout=120)
+    proc = result["proc"]
+    assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-2000:]
+    assert result["done_at"] < ping_end, "the rotation outlasted the ping (raise PING_SECONDS)"
+    summary = re.search(r"(\d+) packets transmitted, (\d+) received", out)
+    assert summary, out[-2000:] + err
+    sent, received = int(summary.group(1)), int(summary.group(2))
+    rtts = [float(x) for x in re.findall(r"time=([\d.]+) ms", out)]
+    print(f"\nrotation: {result['seconds'] - 1:.1f} s under a 50 ms ping of {ping_end - started:.1f} s: "
+          f"{sent} transmitted, {received} received, {sent - received} lost, longest RTT {max(rtts):.1f} ms")
+    assert sent == count and received == sent, out[-3000:]
+    steps = [line for line in proc.stdout.splitlines() if line.startswith("INFO")]
+    assert "INFO   (local) Gateway key switched, old private key destroyed" in steps
+    assert "INFO   (remote) New public key adopted by the peer" in steps
+
+
+def test_secrets_hold_only_the_new_keys_and_interfaces_use_them(lab):
+    a, b = lab["a"], lab["b"]
+    new = {}
+    for c in (a, b):
+        keys = secret_keys(c)
+        assert set(keys) == {"privateKey", "publicKey"}, sorted(keys)
+        assert keys["privateKey"] != OLD[c.name]["private"] and keys["publicKey"] != OLD[c.name]["public"]
+        assert OLD[c.name]["private"] not in json.dumps(key_secret(c))
+        assert "networking.liqo.io/keys-rotated-at" in key_secret(c)["metadata"]["annotations"]
+        new[c.name] = keys["publicKey"]
+        assert wg(c, "public-key") == keys["publicKey"]
+    # each side's peer is the other's new key, learned through the PublicKey (annotation gone)
+    assert wg(a, "peers") == new["b"] and wg(b, "peers") == new["a"]
+    assert public_keys(a) == [new["b"]] and public_keys(b) == [new["a"]]
+    for c in (a, b):
+        assert not (get(c, "publickeies")[0]["metadata"].get("annotations") or {}).get("networking.liqo.io/next-public-key")
+        assert get(c, "connections")[0]["status"]["value"] == "Connected"
+
+
+TEST_IF = "lwgkrtest"
+
+
+def _test_peer(node_netns, private_key, peer_public, endpoint):
+    """A wireguard-go interface in the gateway host's netns keyed with `private_key` (given on stdin, never in
+    a file), peering `peer_public` at `endpoint`; returns whether a handshake completed."""
+    netns.exec_in(node_netns, ["wireguard-go", TEST_IF])
+    try:
+        netns.exec_in(node_netns, ["wg", "set", TEST_IF, "private-key", "/dev/stdin", "peer", peer_public,
+                                   "endpoint", endpoint, "allowed-ips", "10.255.255.2/32"], input=private_key)
+        netns.exec_in(node_netns, ["ip", "addr", "add", "10.255.255.1/30", "dev", TEST_IF])
+        netns.exec_in(node_netns, ["ip", "link", "set", TEST_IF, "up"])
+        netns.exec_in(node_netns, ["ping", "-c", "3", "-i", "0.5", "-W", "1", "10.255.255.2"], check=False)
+        deadline = time.monotonic() + 6
+        while time.monotonic() < deadline:
+            hs = netns.exec_in(node_netns, ["wg", "show", TEST_IF, "latest-handshakes"]).stdout.split()
+            if len(hs) == 2 and hs[1] != "0":
+                return True
+            time.sleep(0.5)
+        return False
+    finally:
+        netns.exec_in(node_netns, ["ip", "link", "del", TEST_IF], check=False)
+
+
+def test_the_old_key_no_longer_completes_a_handshake(lab):
+    a, b = lab["a"], lab["b"]
+    server = get(b, "gatewayservers")[0]["status"]["endpoint"]
+    endpoint = f"{server['addresses'][0]}:{server['port']}"
+    node_a = a.gateway_nodes[0].netns
+    new_b = secret_keys(b)["publicKey"]
+    # the client's old key against the server: refused
+    assert not _test_peer(node_a, OLD["a"]["private"], new_b, endpoint)
+    # the server's old public key: nobody answers to it any more (its private key is gone from the Secret)
+    assert not _test_peer(node_a, secret_keys(a)["privateKey"], OLD["b"]["public"], endpoint)
+    # control: the same test peer with the client's new key completes a handshake
+    assert _test_peer(node_a, secret_keys(a)["privateKey"], new_b, endpoint)
+
+
+def test_a_second_rotation_works_and_no_private_key_is_ever_shown(lab):
+    a, b = lab["a"], lab["b"]
+    mid = {c.name: secret_keys(c)["privateKey"] for c in (a, b)}
+    publics = {OLD[n]["public"] for n in OLD} | {secret_keys(c)["publicKey"] for c in (a, b)}
+    rotate(lab, check=False)
+    publics |= {secret_keys(c)["publicKey"] for c in (a, b)}
+    for c in (a, b):
+        assert secret_keys(c)["privateKey"] != mid[c.name]
+        assert get(c, "connections")[0]["status"]["value"] == "Connected"
+    keys = [OLD[n]["private"] for n in OLD] + list(mid.values()) + [secret_keys(c)["privateKey"] for c in (a, b)]
+    assert len(set(keys)) == 6
+    for text in OUTPUTS:
+        for key in keys:
+            assert key not in text
+            assert base64.b64decode(key).hex() not in text
+        # anything shaped like a WireGuard key is a public key of this lab (or the check-mode placeholder)
+        shown = set(re.findall(r"(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{43}=", text))
+        assert shown <= publics | {"CHECK+MODE+key+generated+by+the+real+run+xA="}, shown - publics
+
+
+def test_the_controller_rotates_on_the_annotated_period(lab, tmp_path):
+    """A GatewayClient annotated with a 30 s key-rotation-period: the controller (serving both clusters,
+    with the inventory) runs rotate_keys when the period since the last rotation has passed."""
+    from tests.e2e.test_controller import ControllerProc  # pylint: disable=import-outside-toplevel
+    a, b = lab["a"], lab["b"]
+    before = {c.name: secret_keys(c) for c in (a, b)}
+    gc = get(a, "gatewayclients")[0]
+    ref = ["gatewayclients.networking.liqo.io", gc["metadata"]["name"], "-n", gc["metadata"]["namespace"]]
+    ctl = ControllerProc(str(tmp_path), {"a": a.kubeconfig, "b": b.kubeconfig}, "--key-rotation-check", "2",
+                         inventory=lab.inventory_path)
+    ctl.start()
+    try:
+        kubectl(a, "annotate", *ref, "networking.liqo.io/key-rotation-period=30s")
+        done = fabric.wait_for(lambda: [line for line in ctl.logs() if line.get("msg") == "key rotation done"], 150,
+                               what="the controller's rotation")
+        assert done[0]["result"] == "ok" and done[0]["cluster"] == "a", ctl.log_tail(60)
+        for c in (a, b):
+            assert secret_keys(c)["publicKey"] != before[c.name]["publicKey"]
+        fabric.wait_for(lambda: all(get(c, "connections")[0]["status"]["value"] == "Connected" for c in (a, b)), 60,
+                        what="both Connections Connected after the rotation")
+    finally:
+        kubectl(a, "annotate", *ref, "networking.liqo.io/key-rotation-period-", check=False)
+        ctl.stop()
+    for c in (a, b):
+        keys = secret_keys(c)
+        assert set(keys) == {"privateKey", "publicKey"}
+        assert wg(c, "public-key") == keys["publicKey"]
+    with open(ctl.log_path, encoding="utf-8", errors="replace") as f:
+        text = f.read()
+    for c in (a, b):
+        for k in (before[c.name]["privateKey"], secret_keys(c)["privateKey"]):
+            assert k not in text
+
+
+def test_bad_input_names_each_field_before_any_write(tmp_path):
+    proc = playbook("rotate_keys", check=False, kubeconfig=str(tmp_path / "nope"), wait_timeout="soon")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    for msg in (f"kubeconfig: {tmp_path / 'nope'} is not a file", "remote_kubeconfig: missing",
+                "wait_timeout: soon is not a number of seconds", "gateway_group: inventory group gateway has no host"):
+        assert msg in out, out[-2000:]
