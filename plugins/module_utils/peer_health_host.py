@@ -1,0 +1,62 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, liqo.fabric developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What module liqo.fabric.peer_health does on a gateway host: the desired set of probe processes, input
+checked first (nothing is started or stopped when any entry is bad)."""
+
+from __future__ import annotations
+
+import os
+
+from ansible_collections.liqo.fabric.plugins.module_utils import peer_health_daemon as phd
+from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import Kube, KubeError
+from ansible_collections.liqo.fabric.plugins.module_utils.peer_health import HealthError, validate  # noqa: F401
+
+SPEC_KEYS = ("interface", "address", "namespace", "connection_name", "remote_cluster_id", "public_key", "port",
+             "interval", "threshold")
+
+
+def apply(gateways, state, state_dir, kubeconfig=None, exclusive=False, check_mode=False):
+    """Starts/stops probe processes; returns {changed, started, stopped, health}."""
+    if not state_dir or not os.path.isabs(state_dir):
+        raise HealthError("state_dir: %r is not an absolute path" % (state_dir,))
+    specs = []
+    for i, gw in enumerate(gateways or []):
+        if state == "present":
+            phd.check_spec(i, gw)
+        elif not isinstance(gw, dict) or not gw.get("interface"):
+            raise HealthError("gateways[%d].interface: required" % i)
+        specs.append({k: gw[k] for k in SPEC_KEYS if gw.get(k) is not None})
+    kube = None
+    if state == "present" and kubeconfig:
+        if not os.path.isfile(kubeconfig):
+            raise HealthError("kubeconfig: %s does not exist on this host" % kubeconfig)
+        try:
+            kube = Kube(kubeconfig)
+        except KubeError as exc:
+            raise HealthError("kubeconfig: %s" % exc)
+    started, stopped = [], []
+    wanted = [s["interface"] for s in specs]
+    if state == "absent" or exclusive:
+        gone = wanted if state == "absent" else [i for i in phd.running(state_dir) if i not in wanted]
+        for interface in gone:
+            if check_mode:
+                if interface in phd.running(state_dir):
+                    stopped.append(interface)
+            elif phd.stop(state_dir, interface):
+                stopped.append(interface)
+    health = {}
+    if state == "present":
+        for spec in specs:
+            if check_mode:
+                rec = phd.read_pidfile(state_dir, spec["interface"])
+                if not rec or rec.get("config") != phd.config_hash(spec, kubeconfig):
+                    started.append(spec["interface"])
+                continue
+            if phd.start(spec, state_dir, kube):
+                started.append(spec["interface"])
+            try:
+                health[spec["interface"]] = phd.query(state_dir, spec["interface"])
+            except (OSError, ValueError, IndexError) as exc:
+                health[spec["interface"]] = {"error": str(exc)}
+    return {"changed": bool(started or stopped), "started": started, "stopped": stopped, "health": health}
