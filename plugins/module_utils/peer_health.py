@@ -27,6 +27,9 @@ _PACKET = struct.Struct("!4sc I Q")  # magic, type, sequence, sender's monotonic
 SO_BINDTODEVICE = getattr(socket, "SO_BINDTODEVICE", 25)
 
 CONNECTING, CONNECTED, ERROR = "Connecting", "Connected", "Error"
+# the Established condition's message when Connected: the gateway role's publish writes the same, so a rerun of
+# the role after the probe wrote Connected changes nothing
+CONNECTED_MESSAGE = "handshake and probe through the tunnel succeeded"
 
 
 class HealthError(ValueError):
@@ -83,7 +86,7 @@ class HealthState:
             self.losses = 0
             self.latency_us = rtt_us
             self.value, self.reason = CONNECTED, "Established"
-            self.message = "health probes to %s answered" % self.target
+            self.message = CONNECTED_MESSAGE
         else:
             self.losses += 1
             if self.losses >= self.threshold:

@@ -228,7 +228,7 @@ class Daemon:
     # --- views
     def snapshot(self):
         s = self.state
-        return {"interface": self.spec["interface"], "value": s.value, "reason": s.reason, "message": s.message,
+        return {"interface": self.spec["interface"], "address": self.spec["address"], "value": s.value, "reason": s.reason, "message": s.message,
                 "latency_us": s.latency_us, "losses": s.losses, "since": s.since, "pid": os.getpid(),
                 "answered_pings": self.prober.answered_pings, "counters": self.counters,
                 "connection_written": self.written, "connection_error": self.write_error}
@@ -257,7 +257,13 @@ class Daemon:
         os.rename(tmp, self.pid_path)
         try:
             while not self.stopping.is_set():
-                answered, rtt, why = self.prober.step()
+                try:
+                    answered, rtt, why = self.prober.step()
+                except Exception as exc:  # pylint: disable=broad-except
+                    # the process lives on: an unexpected failure is a lost probe, named in the state
+                    self.prober.close()
+                    time.sleep(self.prober.interval)
+                    answered, rtt, why = False, None, "probe failed: %s" % exc
                 changed = self.state.observe(answered, rtt, why=why)
                 due = self.state.value == ph.CONNECTED and (
                     self.written is None or time.time() - self.written[1] >= STATUS_INTERVAL)

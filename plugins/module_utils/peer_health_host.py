@@ -16,8 +16,26 @@ SPEC_KEYS = ("interface", "address", "namespace", "connection_name", "remote_clu
              "interval", "threshold")
 
 
-def apply(gateways, state, state_dir, kubeconfig=None, exclusive=False, check_mode=False):
-    """Starts/stops probe processes; returns {changed, started, stopped, health}."""
+def from_plans(plans, defaults=None):
+    """(probe specs, interfaces to stop) from entries of liqo.fabric.gateway_plan: a ready gateway without an
+    error is probed, any other is not."""
+    probe, halt = [], []
+    for i, p in enumerate(plans or []):
+        if not isinstance(p, dict) or not p.get("interface"):
+            raise HealthError("plans[%d]: expected an entry of liqo.fabric.gateway_plan's gateways (with interface)" % i)
+        if p.get("ready") and not p.get("error"):
+            spec = dict(defaults or {}, interface=p["interface"], address=p.get("probe_address"),
+                        namespace=p.get("namespace"), connection_name=p.get("connection_name") or p.get("name"),
+                        remote_cluster_id=p.get("remote_cluster_id"),
+                        public_key=(p.get("peer") or {}).get("public_key"))
+            probe.append({k: v for k, v in spec.items() if v is not None})
+        else:
+            halt.append(p["interface"])
+    return probe, halt
+
+
+def apply(gateways, state, state_dir, kubeconfig=None, exclusive=False, check_mode=False, halt=()):
+    """Starts/stops probe processes (and stops those of `halt`); returns {changed, started, stopped, health}."""
     if not state_dir or not os.path.isabs(state_dir):
         raise HealthError("state_dir: %r is not an absolute path" % (state_dir,))
     specs = []
@@ -37,8 +55,10 @@ def apply(gateways, state, state_dir, kubeconfig=None, exclusive=False, check_mo
             raise HealthError("kubeconfig: %s" % exc)
     started, stopped = [], []
     wanted = [s["interface"] for s in specs]
-    if state == "absent" or exclusive:
-        gone = wanted if state == "absent" else [i for i in phd.running(state_dir) if i not in wanted]
+    gone = wanted if state == "absent" else list(halt)
+    if state == "present" and exclusive:
+        gone += [i for i in phd.running(state_dir) if i not in wanted and i not in gone]
+    if gone:
         for interface in gone:
             if check_mode:
                 if interface in phd.running(state_dir):

@@ -18,16 +18,20 @@ PATH = "/apis/networking.liqo.io/v1beta1/namespaces/%s/connections/%s"
 
 
 def status_patch(current_status, value, reason, message, latency_us, now):
-    """The merge patch of a Connection's status for this health, or None when nothing but the latency's
-    timestamp would change."""
+    """The merge patch of a Connection's status for this health, or None when nothing would change but the
+    latency's timestamp. The Established condition is rewritten only when the value changes (keeping its
+    observedGeneration): while the value holds, the gateway role's publish and the probe agree on it."""
     cur = current_status or {}
-    conditions, changed = set_condition(cur.get("conditions"), CONDITION, "True" if value == CONNECTED else "False",
-                                        reason, message)
     latency = {"value": latency_text(latency_us), "timestamp": now} if value == CONNECTED and latency_us is not None \
         else None
     old_latency = (cur.get("latency") or {}).get("value")
-    if not changed and cur.get("value") == value and (latency or {}).get("value") == old_latency:
-        return None
+    if cur.get("value") == value:
+        if (latency or {}).get("value") == old_latency:
+            return None
+        return {"status": {"latency": latency}}
+    old = next((c for c in cur.get("conditions") or [] if c.get("type") == CONDITION), {})
+    conditions, _changed = set_condition(cur.get("conditions"), CONDITION, "True" if value == CONNECTED else "False",
+                                         reason, message, old.get("observedGeneration"))
     return {"status": {"value": value, "latency": latency, "conditions": conditions}}
 
 

@@ -68,6 +68,13 @@ options:
         description: Consecutive lost pings that make the Connection C(Error).
         type: int
         default: 3
+  plans:
+    description:
+      - Entries of M(liqo.fabric.gateway_plan)'s C(gateways) instead of O(gateways), as the gateway role passes
+        its plan. A ready gateway without an error is probed (peer's C(probe_address), C(namespace),
+        C(connection_name), C(remote_cluster_id), peer's public key); the probe of any other is stopped.
+    type: list
+    elements: dict
   state:
     description: Whether the probe processes of O(gateways) run.
     type: str
@@ -126,7 +133,7 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.liqo.fabric.plugins.module_utils.peer_health_host import HealthError, apply
+from ansible_collections.liqo.fabric.plugins.module_utils.peer_health_host import HealthError, apply, from_plans
 
 
 def main():
@@ -141,12 +148,17 @@ def main():
             exclusive=dict(type="bool", default=False),
             state_dir=dict(type="path", default="/run/liqo-fabric/health"),
             kubeconfig=dict(type="path"),
+            plans=dict(type="list", elements="dict"),
         ),
+        mutually_exclusive=[("gateways", "plans")],
         supports_check_mode=True,
     )
     p = module.params
     try:
-        result = apply(p["gateways"], p["state"], p["state_dir"], p["kubeconfig"], p["exclusive"], module.check_mode)
+        gateways, halt = (p["gateways"], []) if p["plans"] is None else from_plans(p["plans"])
+        if p["state"] == "absent" and p["plans"] is not None:
+            gateways, halt = [{"interface": x["interface"]} for x in p["plans"] if isinstance(x, dict) and x.get("interface")], []
+        result = apply(gateways, p["state"], p["state_dir"], p["kubeconfig"], p["exclusive"], module.check_mode, halt)
     except HealthError as exc:
         module.fail_json(msg=str(exc))
     except Exception as exc:  # pylint: disable=broad-exception-caught

@@ -27,6 +27,7 @@ def test_losses_below_threshold_keep_connected_then_error_then_recovery():
     s = ph.HealthState(threshold=3, target="169.254.18.1:12345 via lwg0")
     assert s.value == ph.CONNECTING
     assert s.observe(True, 412.0, now=1) and s.value == ph.CONNECTED and s.latency_us == 412.0
+    assert s.message == ph.CONNECTED_MESSAGE == "handshake and probe through the tunnel succeeded"
     assert not s.observe(False, now=2) and s.value == ph.CONNECTED
     assert not s.observe(False, now=3) and s.value == ph.CONNECTED
     assert s.observe(False, now=4) and s.value == ph.ERROR
@@ -90,10 +91,15 @@ def test_status_patch_connected_error_and_quiet_when_unchanged():
     cond = st["conditions"][0]
     assert (cond["type"], cond["status"], cond["reason"]) == ("Established", "True", "Established")
     assert phs.status_patch(st, ph.CONNECTED, "Established", "ok", 412.4, "T2") is None
-    assert phs.status_patch(st, ph.CONNECTED, "Established", "ok", 900.0, "T2")["status"]["latency"]["value"] == "0.900ms"
+    # the value holds: only the latency, the condition (the role's publish writes it too) is left alone
+    assert phs.status_patch(st, ph.CONNECTED, "Established", "other", 900.0, "T2") == {
+        "status": {"latency": {"value": "0.900ms", "timestamp": "T2"}}}
+    st["conditions"][0]["observedGeneration"] = 4
     err = phs.status_patch(st, ph.ERROR, "PeerUnreachable", "3 lost", None, "T3")["status"]
     assert err["value"] == "Error" and err["latency"] is None  # merge patch: removes the latency
     assert err["conditions"][0]["status"] == "False" and err["conditions"][0]["reason"] == "PeerUnreachable"
+    assert err["conditions"][0]["observedGeneration"] == 4
+    assert phs.status_patch(err, ph.ERROR, "PeerUnreachable", "4 lost", None, "T4") is None
 
 
 def test_metrics_have_liqos_names_and_labels():
