@@ -115,8 +115,8 @@ class Engine:
         # the active gateway pod's live peer health (issue 21): its thread runs while this pod is the active one
         self.health_collector = peer_health.HealthCollector() if self.gateway else None
         self._health: Dict[str, peer_health.GatewayHealth] = {}
-        if self.health_collector:
-            self.metrics.registry.register(self.health_collector)
+        if self.health_collector:  # its own probe, not the Connection it watches, is the pod's liqo_peer_*
+            self.metrics.live_peers = self.health_collector.samples
         self.queue = WorkQueue(debounce=debounce)
         self.runner = PlaybookRunner(runtime_dir, collection_root, inventory, warm=warm_runner)
         self.workers_n = max(1, workers)

@@ -14,8 +14,6 @@ import threading
 import time
 from typing import Callable, Optional
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-
 from ansible_collections.liqo.fabric.plugins.module_utils import gateway as gwplan
 from ansible_collections.liqo.fabric.plugins.module_utils import peer_health as ph
 from ansible_collections.liqo.fabric.plugins.module_utils import peer_health_metrics as phm
@@ -102,31 +100,21 @@ class GatewayHealth(threading.Thread):
         except Exception as exc:  # pylint: disable=broad-except
             log.warning("Connection not written", extra={"fields": {"error": str(exc)[:300]}})
 
-    # --- metrics (a prometheus_client collector on the engine's registry)
-    def collect(self):
+    # --- metrics (the engine's registry renders them: Metrics.live_peers)
+    def samples(self) -> list:
         spec, s = self.spec, self.state
         if not spec or not s:
             return []
-        sample = phm.sample(spec.get("remote_cluster_id"), s.value == ph.CONNECTED, s.latency_us,
-                            phm.transfer(spec["interface"]))
-        labels = [sample["labels"][k] for k in phm.LABELS]
-        out = []
-        for name, mtype, text in phm.FAMILIES:
-            if name not in sample["values"]:
-                continue
-            base = name[:-len("_total")] if mtype == "counter" else name
-            fam = (CounterMetricFamily if mtype == "counter" else GaugeMetricFamily)(base, text, labels=list(phm.LABELS))
-            fam.add_metric(labels, sample["values"][name])
-            out.append(fam)
-        return out
+        return [phm.sample(spec.get("remote_cluster_id"), s.value == ph.CONNECTED, s.latency_us,
+                           phm.transfer(spec["interface"]))]
 
 
 class HealthCollector:
-    """Registered once on the engine's registry; reports the running GatewayHealth, if any."""
+    """The running GatewayHealth's samples, if any (Metrics.live_peers of a gateway pod)."""
 
     def __init__(self):
         self.health: Optional[GatewayHealth] = None
 
-    def collect(self):
+    def samples(self) -> list:
         h = self.health
-        return h.collect() if h else []
+        return h.samples() if h else []

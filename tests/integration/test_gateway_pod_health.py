@@ -1,16 +1,15 @@
 """The gateway pod's live peer health (controller/peer_health.py, started by the engine in gateway mode when the
 pod is the active one): the thread probes a real UDP responder over loopback, writes Connected with a latency
 to the Connection, Error after 3 lost probes once the responder stops, Connected again when it answers, and
-feeds the pod's /metrics registry with Liqo's names and labels. The API is a recorder of the requests (the
+feeds the pod's /metrics (Metrics.live_peers) with Liqo's names and labels. The API is a recorder of the requests (the
 writes are what is asserted); the sockets are real."""
 import socket
 import threading
 import time
 
 import pytest
-from prometheus_client import CollectorRegistry, generate_latest
-
 from controller import peer_health
+from controller.metrics import Metrics
 from ansible_collections.liqo.fabric.plugins.module_utils import peer_health as ph
 
 pytestmark = pytest.mark.root
@@ -84,8 +83,10 @@ def test_active_pod_thread_follows_the_peer(monkeypatch):
     h = peer_health.GatewayHealth(api, lambda: gateway, lambda: peer_health.read_cluster_id(api), port=PORT,
                                   interval=0.2, threshold=3)
     collector = peer_health.HealthCollector()
-    registry = CollectorRegistry()
-    registry.register(collector)
+    metrics = Metrics()  # as the engine wires it in gateway mode
+    metrics.live_peers = collector.samples
+    metrics.connection("c", {"metadata": {"name": "server", "namespace": "liqo-tenant-b"},
+                             "status": {"value": "Connected"}})  # the watched Connection: not the pod's source
     collector.health = h
     h.start()
     try:
@@ -93,14 +94,15 @@ def test_active_pod_thread_follows_the_peer(monkeypatch):
         assert api.status["latency"]["value"].endswith("ms")
         cond = api.status["conditions"][0]
         assert (cond["type"], cond["status"], cond["reason"]) == ("Established", "True", "Established")
-        text = generate_latest(registry).decode()
+        text = metrics.render().decode()
+        assert text.count("# TYPE liqo_peer_is_connected gauge") == 1 and 'cluster="c"' not in text
         assert 'liqo_peer_is_connected{cluster_id="cluster-b",driver="wireguard"} 1.0' in text
         assert 'liqo_peer_latency_us{cluster_id="cluster-b",driver="wireguard"}' in text
 
         responder.mute.set()
         took = wait(lambda: api.status.get("value") == "Error")
         assert "latency" not in api.status and api.status["conditions"][0]["reason"] == "PeerUnreachable"
-        assert 'liqo_peer_is_connected{cluster_id="cluster-b",driver="wireguard"} 0.0' in generate_latest(registry).decode()
+        assert 'liqo_peer_is_connected{cluster_id="cluster-b",driver="wireguard"} 0.0' in metrics.render().decode()
         print(f"\nError {took:.2f} s after the responder stopped")
 
         responder.mute.clear()
