@@ -10,7 +10,7 @@ import os
 
 from ansible_collections.liqo.fabric.plugins.module_utils import peer_health_daemon as phd
 from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import Kube, KubeError
-from ansible_collections.liqo.fabric.plugins.module_utils.peer_health import HealthError, validate  # noqa: F401
+from ansible_collections.liqo.fabric.plugins.module_utils.peer_health import HealthError
 
 SPEC_KEYS = ("interface", "address", "namespace", "connection_name", "remote_cluster_id", "public_key", "port",
              "interval", "threshold")

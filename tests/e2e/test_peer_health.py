@@ -2,7 +2,8 @@
 probe process per gateway on the gateway host. The remote gateway's tunnel goes down -> the local Connection
 is Error and liqo_peer_is_connected 0 within 10 s; it comes back -> Connected within 10 s; WireGuard's byte
 counters in the metrics rise with traffic; a rerun of connect leaves the processes alone; disconnect leaves no
-process and no file. The lab's gateway hosts reach their cluster's API as real ones do (api_forward). States are polled with a deadline; the measured times are printed."""
+process and no file. The lab's gateway hosts reach their cluster's API as real ones do (api_forward). States
+are polled with a deadline; the measured times are printed."""
 import contextlib
 import os
 import shutil
@@ -92,7 +93,9 @@ def test_connection_follows_the_remote_gateway_down_and_up(lab):
 
     # the remote gateway's tunnel goes down
     netns.exec_in(ns_b, ["ip", "link", "set", "dev", if_b, "down"])
-    seen = lambda: (connection(a)["status"], phd.query(dir_a, if_a), phd.query(dir_b, if_b))  # noqa: E731
+    def seen():
+        return connection(a)["status"], phd.query(dir_a, if_a), phd.query(dir_b, if_b)
+
     took = poll(lambda: connection(a)["status"]["value"] == "Error"
                 and metric(phd.query(dir_a, if_a, "metrics"), "liqo_peer_is_connected")[1] == 0, 10, seen)
     cond = next(c for c in connection(a)["status"]["conditions"] if c["type"] == "Established")
