@@ -93,6 +93,7 @@ def test_connection_follows_the_remote_gateway_down_and_up(lab):
 
     # the remote gateway's tunnel goes down
     netns.exec_in(ns_b, ["ip", "link", "set", "dev", if_b, "down"])
+
     def seen():
         return connection(a)["status"], phd.query(dir_a, if_a), phd.query(dir_b, if_b)
 

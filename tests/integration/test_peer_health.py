@@ -76,6 +76,7 @@ def test_probe_follows_the_peer_down_and_up(pair, tmp_dir):  # noqa: F811
         res = run_module(MODULE, {"gateways": [specs[side]], "state_dir": dirs[side]}, netns=pair[side + "_ns"])
         assert res["rc"] == 0 and res["started"] == [specs[side]["interface"]], res
     cif, sif = specs["client"]["interface"], specs["server"]["interface"]
+
     def status():
         return phd.query(dirs["client"], cif)
 
