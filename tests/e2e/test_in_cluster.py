@@ -393,6 +393,7 @@ def test_live_peer_health_in_the_active_gateway_pods(connected, installed):
                  and peer_metric(a, client, "liqo_peer_is_connected", id_b) == 0, timeout=10, interval=0.2,
                  what=f"a's Connection Error and is_connected 0 (status {conn_a()})")
         FIGURES["in-cluster: remote tunnel down -> Connection Error, is_connected 0 (s)"] = round(time.monotonic() - t0, 2)
+        print(f"\nin-cluster: Error and is_connected 0 {time.monotonic() - t0:.2f} s after the remote tunnel went down")
     finally:
         t1 = time.monotonic()
         kubectl(b, "exec", server, "--", "ip", "link", "set", "dev", iface, "up")
@@ -400,6 +401,7 @@ def test_live_peer_health_in_the_active_gateway_pods(connected, installed):
              and peer_metric(a, client, "liqo_peer_is_connected", id_b) == 1, timeout=10, interval=0.2,
              what=f"a's Connection Connected again (status {conn_a()})")
     FIGURES["in-cluster: remote tunnel up -> Connection Connected (s)"] = round(time.monotonic() - t1, 2)
+    print(f"in-cluster: Connected {time.monotonic() - t1:.2f} s after the remote tunnel came back")
     # the routes the link took with it come back by the server pod's drift check (period 30 s): traffic again
     src = workload_pods(a)[0]
     view = get_json(a, "configurations", "dry-paper")["status"]["remote"]["cidr"]["pod"]
