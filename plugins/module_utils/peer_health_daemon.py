@@ -27,7 +27,7 @@ from ansible_collections.liqo.fabric.plugins.module_utils import peer_health as 
 from ansible_collections.liqo.fabric.plugins.module_utils import peer_health_metrics as phm
 from ansible_collections.liqo.fabric.plugins.module_utils import peer_health_status as phs
 
-STATE_DIR = "/run/liqo-fabric/health"
+STATE_DIR = "/run/liqo-fabric-health"
 STATUS_INTERVAL = 10.0   # seconds between two latency refreshes of a Connected Connection
 REQUIRED = ("interface", "address", "namespace", "connection_name")
 

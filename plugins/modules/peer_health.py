@@ -87,7 +87,7 @@ options:
   state_dir:
     description: Directory of the probe processes' pid and socket files.
     type: path
-    default: /run/liqo-fabric/health
+    default: /run/liqo-fabric-health
   kubeconfig:
     description:
       - Kubeconfig on the gateway host the probe processes write the Connections with. Without it they only
@@ -146,7 +146,7 @@ def main():
                 interval=dict(type="float", default=1.0), threshold=dict(type="int", default=3))),
             state=dict(type="str", choices=["present", "absent"], default="present"),
             exclusive=dict(type="bool", default=False),
-            state_dir=dict(type="path", default="/run/liqo-fabric/health"),
+            state_dir=dict(type="path", default="/run/liqo-fabric-health"),
             kubeconfig=dict(type="path"),
             plans=dict(type="list", elements="dict"),
         ),

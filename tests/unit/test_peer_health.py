@@ -114,3 +114,17 @@ def test_metrics_have_liqos_names_and_labels():
     assert 'liqo_peer_latency_us{driver="wireguard",cluster_id="cluster-c"} 0' in lines
     assert not any(line.startswith("liqo_peer_receive_bytes_total") and "cluster-c" in line for line in lines)
     assert "# TYPE liqo_peer_receive_bytes_total counter" in lines and "# TYPE liqo_peer_is_connected gauge" in lines
+
+
+def test_plans_to_probe_specs():
+    ready = {"interface": "lwg1", "probe_address": "169.254.18.1", "namespace": "ns", "name": "client",
+             "connection_name": "client", "remote_cluster_id": "cid-b", "ready": True, "error": None,
+             "peer": {"public_key": "PUB"}, "mtu": 1340}
+    waiting = dict(ready, interface="lwg2", ready=False)
+    broken = dict(ready, interface="lwg3", error={"reason": "MTUMismatch"})
+    probe, halt = host.from_plans([ready, waiting, broken])
+    assert probe == [{"interface": "lwg1", "address": "169.254.18.1", "namespace": "ns", "connection_name": "client",
+                      "remote_cluster_id": "cid-b", "public_key": "PUB"}]
+    assert halt == ["lwg2", "lwg3"]
+    with pytest.raises(ph.HealthError, match=r"plans\[0\]"):
+        host.from_plans([{"name": "x"}])
