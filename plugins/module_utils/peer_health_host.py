@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 
 from ansible_collections.liqo.fabric.plugins.module_utils import peer_health_daemon as phd
+from ansible_collections.liqo.fabric.plugins.module_utils.dataplane_manifest import where
 from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import Kube, KubeError
 from ansible_collections.liqo.fabric.plugins.module_utils.peer_health import HealthError
 
@@ -79,4 +80,9 @@ def apply(gateways, state, state_dir, kubeconfig=None, exclusive=False, check_mo
                 health[spec["interface"]] = phd.query(state_dir, spec["interface"])
             except (OSError, ValueError, IndexError) as exc:
                 health[spec["interface"]] = {"error": str(exc)}
-    return {"changed": bool(started or stopped), "started": started, "stopped": stopped, "health": health}
+    out = {"changed": bool(started or stopped), "started": started, "stopped": stopped, "health": health}
+    if state == "present" and specs and not check_mode:
+        # for the controller's drift checks (controller/drift.py): the probe processes this host must keep
+        out["manifest"] = dict(where(), kind="gateway",
+                               health=[{"state_dir": state_dir, "interface": s["interface"]} for s in specs])
+    return out

@@ -127,6 +127,12 @@ health:
   description: The state each running probe process reports (value, reason, latency_us, losses, pid).
   returned: with O(state=present), not in check mode
   type: dict
+manifest:
+  description:
+    - What this host must keep running, for the controller's drift checks (boot_id, netns, kind C(gateway),
+      C(health) with each process's state_dir and interface); the gateway role declares it with C(set_stats).
+  returned: with O(state=present) and gateways to probe, not in check mode
+  type: dict
 """
 
 import traceback
