@@ -15,6 +15,7 @@ targets, one per network namespace (or the local host when `netns` is absent):
               wireguard: [lfab12ab-wg0]            # WireGuard interfaces (and a live wireguard-go)
               routes: [{table: 18952, dst: [10.71.0.0/16, 10.80.0.2/32]}]
               nft_tables: [{family: ip, name: liqo_nat, rules: 4}]   # rules: at least this many
+              health: [{state_dir: /run/liqo-fabric-health, interface: lwg1a2b3c4d}]  # live probe processes
 
 The controller keeps the manifest of each work key's last successful run (persisted with the applied
 hashes) and calls the entry's drift function `fn(manifest, context) -> [difference, ...]`; a non-empty list
@@ -35,6 +36,7 @@ from controller import ensure_collection_importable
 
 ensure_collection_importable()
 # pylint: disable=wrong-import-position
+from ansible_collections.liqo.fabric.plugins.module_utils import peer_health_daemon as phd  # noqa: E402
 from ansible_collections.liqo.fabric.plugins.module_utils import routing  # noqa: E402
 from ansible_collections.liqo.fabric.plugins.module_utils.nftables import Nft, NftError  # noqa: E402
 from ansible_collections.liqo.fabric.plugins.module_utils.wireguard import (  # noqa: E402
@@ -191,6 +193,10 @@ def check_target(target: dict, run_dir: str = RUN_DIR) -> List[str]:
             continue
         if have != str(value):
             diffs.append(f"{where}: sysctl {name} is {have}, expected {value}")
+    for spec in _as_list(target.get("health")):
+        # the gateway's live health probe process (peer_health_daemon): alive with the pid file it wrote
+        if isinstance(spec, dict) and phd.read_pidfile(spec.get("state_dir", ""), spec.get("interface", "")) is None:
+            diffs.append(f"{where}: the health probe process of {spec.get('interface')} is not running")
     if tables:
         try:
             with Nft() as nft:

@@ -20,6 +20,7 @@ from typing import Dict, List, Optional, Set
 from controller import drift as drift_mod
 from controller import gateway_ha
 from controller import key_rotation
+from controller import peer_health
 from controller import hashing
 from controller.kubeapi import ApiError, ClusterAPI, Informer, NamespacedInformers, obj_key
 from controller.leader import LeaderElector
@@ -112,6 +113,11 @@ class Engine:
         self.watch_map_path = watch_map_path
         self.node_name = node_name
         self.metrics = metrics or Metrics()
+        # the active gateway pod's live peer health (issue 21): its thread runs while this pod is the active one
+        self.health_collector = peer_health.HealthCollector() if self.gateway else None
+        self._health: Dict[str, peer_health.GatewayHealth] = {}
+        if self.health_collector:  # its own probe, not the Connection it watches, is the pod's liqo_peer_*
+            self.metrics.live_peers = self.health_collector.samples
         self.queue = WorkQueue(debounce=debounce)
         self.runner = PlaybookRunner(runtime_dir, collection_root, inventory, warm=warm_runner)
         self.workers_n = max(1, workers)
@@ -203,6 +209,7 @@ class Engine:
     def shutdown(self, timeout: float = 10.0) -> None:
         if self.gateway:  # the Service and the overlay leave this pod before the Lease is released
             for cs in self.clusters.values():
+                self._stop_health(cs)
                 if cs.leader and cs.acting():
                     gateway_ha.mark(cs.api, self.gateway["namespace"], self.pod_name, False)
                     gateway_ha.drop_links()
@@ -795,6 +802,7 @@ class Engine:
         if leading:
             threading.Thread(target=self._on_lead, args=(cs,), daemon=True).start()
         elif self.gateway and not self.stop.is_set():
+            self._stop_health(cs)
             # a gateway pod that lost its Lease alive: label off, then exit to restart as a clean standby
             gateway_ha.mark(cs.api, self.gateway["namespace"], self.pod_name, False)
             gateway_ha.drop_links()
@@ -805,10 +813,42 @@ class Engine:
     def _on_lead(self, cs: ClusterState) -> None:
         if self.gateway:  # the Service and the node agents' overlay follow the label
             gateway_ha.mark(cs.api, self.gateway["namespace"], self.pod_name, True)
+            self._start_health(cs)
         self.load_state(cs)
         for inf in cs.informers.values():
             inf.synced.wait(30)
         self.resync(cs)
+
+    def _start_health(self, cs: ClusterState) -> None:
+        """The active gateway pod's probe of its peer (a standby has no tunnel to probe)."""
+        self._stop_health(cs)
+        kind, key = self.gateway["kind"], f"{self.gateway['namespace']}/{self.gateway['name']}"
+        ids: List[str] = []
+
+        def cluster_id() -> str:
+            if not ids:
+                try:
+                    ids.append(peer_health.read_cluster_id(cs.api))
+                except ApiError as exc:
+                    log.warning("cluster id not read", extra=_f(error=str(exc)))
+                    return ""
+            return ids[0]
+
+        def gateway() -> Optional[dict]:
+            obj = cs.obj(kind, key)
+            return dict(obj, kind=kind) if obj else None
+
+        h = peer_health.GatewayHealth(cs.api, gateway, cluster_id)
+        self._health[cs.name] = h
+        self.health_collector.health = h
+        h.start()
+
+    def _stop_health(self, cs: ClusterState) -> None:
+        h = self._health.pop(cs.name, None)
+        if h:
+            if self.health_collector and self.health_collector.health is h:
+                self.health_collector.health = None
+            h.stop()
 
     def load_state(self, cs: ClusterState) -> None:
         if not self.state_configmap:

@@ -12,6 +12,7 @@ from typing import Callable, Optional
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client import CONTENT_TYPE_LATEST, ProcessCollector, PlatformCollector
+from prometheus_client.metrics_core import Metric
 
 log = logging.getLogger("controller.metrics")
 
@@ -47,30 +48,58 @@ class Metrics:
                                     ["cluster", "kind"], registry=r)
         self.events = Counter("liqo_fabric_watch_events_total", "Watch events received", ["cluster", "kind"], registry=r)
         self.leader = Gauge("liqo_fabric_leader", "1 while this replica holds the cluster's Lease", ["cluster"], registry=r)
-        self.peer_connected = Gauge("liqo_peer_is_connected", "1 when the Connection to the peer is Connected",
-                                    ["cluster", "namespace", "name", "remote_cluster_id"], registry=r)
-        self.peer_latency = Gauge("liqo_peer_latency_us", "Round-trip latency to the peer through the tunnel (us)",
-                                  ["cluster", "namespace", "name", "remote_cluster_id"], registry=r)
+        # liqo_peer_* (Liqo's names and label names driver, cluster_id; the controller adds cluster, namespace and
+        # name: it serves several clusters). From the Connections' status, which the gateways' live health probe
+        # keeps current; a gateway pod reports its own probe instead (live_peers).
+        self.peers: dict = {}
+        self.live_peers: Optional[Callable[[], list]] = None
+        r.register(_PeerCollector(self))
 
     def connection(self, cluster: str, obj: dict, deleted: bool = False) -> None:
         meta = obj.get("metadata") or {}
-        labels = (cluster, meta.get("namespace") or "", meta.get("name") or "",
-                  (meta.get("labels") or {}).get("liqo.io/remote-cluster-id", ""))
+        key = (cluster, meta.get("namespace") or "", meta.get("name") or "")
         if deleted:
-            for g in (self.peer_connected, self.peer_latency):
-                try:
-                    g.remove(*labels)
-                except KeyError:
-                    pass
+            self.peers.pop(key, None)
             return
         status = obj.get("status") or {}
-        self.peer_connected.labels(*labels).set(1 if status.get("value") == "Connected" else 0)
-        lat = parse_duration_us(((status.get("latency") or {}).get("value")))
-        if lat is not None:
-            self.peer_latency.labels(*labels).set(lat)
+        connected = status.get("value") == "Connected"
+        lat = parse_duration_us(((status.get("latency") or {}).get("value"))) if connected else None
+        self.peers[key] = {"labels": {"driver": DRIVER,
+                                      "cluster_id": (meta.get("labels") or {}).get("liqo.io/remote-cluster-id", ""),
+                                      "cluster": key[0], "namespace": key[1], "name": key[2]},
+                           "values": {"liqo_peer_is_connected": 1 if connected else 0,
+                                      "liqo_peer_latency_us": lat or 0}}
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+DRIVER = "wireguard"
+_PEER_FAMILIES = (
+    ("liqo_peer_is_connected", "gauge", "1 while the peer answers the health probe through the tunnel"),
+    ("liqo_peer_latency_us", "gauge", "Round-trip time of the health probe through the tunnel (microseconds)"),
+    ("liqo_peer_receive_bytes_total", "counter", "Bytes received from the peer (WireGuard)"),
+    ("liqo_peer_transmit_bytes_total", "counter", "Bytes sent to the peer (WireGuard)"),
+)
+
+
+class _PeerCollector:
+    """The liqo_peer_* families: one family per name, whatever the source of its samples."""
+
+    def __init__(self, metrics: "Metrics"):
+        self.metrics = metrics
+
+    def collect(self):
+        live = self.metrics.live_peers
+        samples = live() if live else list(self.metrics.peers.values())
+        for name, mtype, text in _PEER_FAMILIES:
+            rows = [(s["labels"], s["values"][name]) for s in samples if name in s["values"]]
+            if not rows:
+                continue
+            fam = Metric(name[:-len("_total")] if mtype == "counter" else name, text, mtype)
+            for labels, value in rows:
+                fam.add_sample(name, labels, value)
+            yield fam
 
 
 _DUR = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")

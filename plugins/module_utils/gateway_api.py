@@ -202,12 +202,29 @@ def publish(kube, plan_, probe=None, check_mode=False, manifests="dry_run"):
             gw["status"] = want
             kube.replace_status(gw)
 
+    # the live health probe (peer_health) patches the Connection's status too: a write that lost the race
+    # to it reads the Connection again and retries
+    for attempt in range(3):
+        try:
+            done = []
+            _publish_connection(kube, plan_, probe, gw, check_mode, done)
+            changed.extend(done)
+            break
+        except ApiException as exc:
+            if exc.status != 409 or attempt == 2:
+                raise
+    return changed, manifest_error
+
+
+def _publish_connection(kube, plan_, probe, gw, check_mode, changed):
+    """Creates/updates the gateway's Connection; appends what changed to `changed`."""
+    ns = plan_["namespace"]
     conn, reason, message = connection_object(plan_, probe, now_rfc3339())
     cur = kube.get("Connection", ns, plan_["connection_name"])
     if cur is None:
         changed.append("Connection/%s/%s created" % (ns, plan_["connection_name"]))
         if check_mode:
-            return changed, manifest_error
+            return
         conn["metadata"]["ownerReferences"] = [_owner_ref(gw)]
         status = conn.pop("status")
         cur = kube.create(conn)
@@ -234,7 +251,6 @@ def publish(kube, plan_, probe=None, check_mode=False, manifests="dry_run"):
             cur["status"] = status
             cur.setdefault("kind", "Connection")
             kube.replace_status(cur)
-    return changed, manifest_error
 
 
 def _api_message(exc):

@@ -227,6 +227,16 @@ def fault_kill_wireguard_go(lab):
     return f"wireguard interface {iface} is missing"
 
 
+def fault_kill_health_probe(lab):
+    """Issue 21: the gateway host's live health probe process (its pid file stays behind, stale)."""
+    from ansible_collections.liqo.fabric.plugins.module_utils import peer_health_daemon as phd  # pylint: disable=import-outside-toplevel
+    spec = _gw(lab)[1]["health"][0]
+    rec = phd.read_pidfile(spec["state_dir"], spec["interface"])
+    assert rec, spec
+    os.kill(rec["pid"], signal.SIGKILL)
+    return f"the health probe process of {spec['interface']} is not running"
+
+
 def fault_delete_overlay_link(lab):
     ns, t = _node(lab)
     sh("ip", "-n", ns, "link", "del", t["links"][0]["name"])
@@ -259,6 +269,20 @@ def fault_wrong_peer_endpoint(lab):
     return "peer endpoint is " + wrong
 
 
+def endpoint_roamed_back(lab):
+    """The gateway's peer endpoint is the planned one again: the peer's packets (its live health probe sends one
+    a second, issue 21) arrive from the right address and WireGuard roams to it, before any drift check."""
+    from ansible_collections.liqo.fabric.plugins.module_utils import wireguard as wg  # pylint: disable=import-outside-toplevel
+    spec = _gw(lab)[1]["wireguard"][0]
+    want = next(p for p in spec["peers"] if p.get("endpoint"))
+    dev = wg.UserspaceBackend(spec["name"]).read()
+    return any(p.endpoint == want["endpoint"] for p in dev.peers.values())
+
+
+# faults that WireGuard itself may undo before the drift check sees them
+ROAMING = {"set a wrong peer endpoint": endpoint_roamed_back}
+
+
 FAULTS = {
     "flush the gateway's nft table": fault_flush_nft,
     "delete a node's routes of table 18952": fault_delete_node_routes,
@@ -268,6 +292,7 @@ FAULTS = {
     "delete a rule on the gateway host": fault_delete_gateway_rule,
     "change the WireGuard MTU": fault_change_mtu,
     "set a wrong peer endpoint": fault_wrong_peer_endpoint,
+    "kill -9 the gateway's health probe": fault_kill_health_probe,
 }
 
 
@@ -284,7 +309,14 @@ def inject_and_measure(lab, ctl, name: str, timeout: float = 60.0) -> dict:
             if rec.get("msg") == "drift detected" and expect in json.dumps(rec.get("differences")):
                 return rec
         return None
-    det = wait_for(detected, timeout, f"drift detected after '{name}' ({expect})", interval=0.2)
+    roamed = ROAMING.get(name)
+    det = wait_for(lambda: detected() or (roamed is not None and roamed(lab) and "roamed"), timeout,
+                   f"drift detected after '{name}' ({expect})", interval=0.2)
+    if det == "roamed":
+        t_det = time.time() - t0
+        wait_for(lambda: traffic(lab), 30, f"traffic after '{name}'", interval=0.2)
+        return {"fault": name + " (WireGuard roamed back)", "key": "-", "detected": t_det, "repaired": 0.0,
+                "traffic": time.time() - t0}
 
     def repaired():
         after = False
@@ -314,6 +346,7 @@ def test_each_fault_is_detected_and_repaired_by_the_controller(fabric_lab):
     # every built gateway and every node declared what it owns (names, rules, nft rule counts, sysctls)
     assert [t["netns"] for t in gw] == [a.gateway_nodes[0].netns], gw
     assert gw[0]["wireguard"] and gw[0]["rules"] and gw[0]["nft_tables"][0]["rules"] > 0 and gw[0]["sysctls"], gw
+    assert [h["interface"] for h in gw[0]["health"]] == [w["name"] for w in gw[0]["wireguard"]], gw
     assert sorted(t["netns"] for t in ov) == sorted(n.netns for n in a.nodes), ov
     assert all(t["links"] and t["routes"] and t["rules"] for t in ov), ov
     rows = []
@@ -321,6 +354,9 @@ def test_each_fault_is_detected_and_repaired_by_the_controller(fabric_lab):
         rows.append(inject_and_measure(lab, ctl, name))
     print("\n" + "\n".join(f"{r['fault']:<40} detected {r['detected']:5.1f} s  repaired {r['repaired']:5.1f} s"
                            f"  traffic {r['traffic']:5.1f} s" for r in rows))
+    from ansible_collections.liqo.fabric.plugins.module_utils import peer_health_daemon as phd  # pylint: disable=import-outside-toplevel
+    health = _gw(lab)[1]["health"][0]
+    assert phd.read_pidfile(health["state_dir"], health["interface"]), "the health probe process was not restarted"
     for r in rows:
         # detected within the drift period (+ the loop's 0.5 s tick and log latency), repaired by one run
         assert r["detected"] <= DRIFT_PERIOD + 1.5, r

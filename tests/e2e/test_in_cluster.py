@@ -360,6 +360,56 @@ def test_wireguard_go_runs_inside_the_gateway_pods_own_netns(connected, installe
             assert [r["kind"] for r in obj["metadata"]["ownerReferences"]] == ["Gateway" + name.capitalize()], obj["metadata"]
 
 
+def peer_metric(cluster, pod: str, name: str, remote_id: str):
+    """A liqo_peer_* value from the gateway pod's own /metrics (its live probe), None when absent."""
+    code = "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:8080/metrics', timeout=5).read().decode())"
+    text = kubectl(cluster, "exec", pod, "--", "python3", "-c", code, check=False).stdout
+    for line in text.splitlines():
+        if line.startswith(name + "{") and f'cluster_id="{remote_id}"' in line and 'driver="wireguard"' in line:
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def test_live_peer_health_in_the_active_gateway_pods(connected, installed):
+    """Issue 21 in the cluster: the active gateway pod's probe thread. The server pod's tunnel down -> a's
+    Connection Error and its pod's liqo_peer_is_connected 0 within 10 s; up -> Connected within 10 s; the pod's
+    WireGuard byte counters are exported with Liqo's labels."""
+    a, b = installed["a"], installed["b"]
+    client, server = active_gateway(a, "client").metadata.name, active_gateway(b, "server").metadata.name
+    id_b = cluster_id(b)
+
+    def conn_a():
+        return (get_json(a, "connections")["items"][0].get("status") or {})
+    wait_for(lambda: peer_metric(a, client, "liqo_peer_is_connected", id_b) == 1, timeout=30,
+             what="a's gateway pod: liqo_peer_is_connected 1")
+    assert peer_metric(a, client, "liqo_peer_latency_us", id_b) > 0
+    assert peer_metric(a, client, "liqo_peer_receive_bytes_total", id_b) > 0
+    assert peer_metric(a, client, "liqo_peer_transmit_bytes_total", id_b) > 0
+    iface = kubectl(b, "exec", server, "--", "wg", "show").stdout.split("interface: ")[1].split()[0]
+    t0 = time.monotonic()
+    kubectl(b, "exec", server, "--", "ip", "link", "set", "dev", iface, "down")
+    try:
+        wait_for(lambda: conn_a().get("value") == "Error"
+                 and peer_metric(a, client, "liqo_peer_is_connected", id_b) == 0, timeout=10, interval=0.2,
+                 what=f"a's Connection Error and is_connected 0 (status {conn_a()})")
+        FIGURES["in-cluster: remote tunnel down -> Connection Error, is_connected 0 (s)"] = round(time.monotonic() - t0, 2)
+        print(f"\nin-cluster: Error and is_connected 0 {time.monotonic() - t0:.2f} s after the remote tunnel went down")
+    finally:
+        t1 = time.monotonic()
+        kubectl(b, "exec", server, "--", "ip", "link", "set", "dev", iface, "up")
+    wait_for(lambda: conn_a().get("value") == "Connected"
+             and peer_metric(a, client, "liqo_peer_is_connected", id_b) == 1, timeout=10, interval=0.2,
+             what=f"a's Connection Connected again (status {conn_a()})")
+    FIGURES["in-cluster: remote tunnel up -> Connection Connected (s)"] = round(time.monotonic() - t1, 2)
+    print(f"in-cluster: Connected {time.monotonic() - t1:.2f} s after the remote tunnel came back")
+    # the routes the link took with it come back by the server pod's drift check (period 30 s): traffic again
+    src = workload_pods(a)[0]
+    view = get_json(a, "configurations", "dry-paper")["status"]["remote"]["cidr"]["pod"]
+    targets = [remapped(p.status.pod_ip, view) for p in workload_pods(b)]
+    wait_for(lambda: all(r.get("icmp") == "ok" for r in probe_from(a, src.metadata.name, targets).values()),
+             timeout=120, interval=2, what="pods reach each other again after the tunnel came back")
+
+
 def remapped(ip: str, remapped_cidr: str, pod_cidr: str = "10.243.0.0/16") -> str:
     """The address a pod of the other cluster has here: the remapped CIDR with the host bits kept."""
     offset = int(ipaddress.ip_address(ip)) - int(ipaddress.ip_network(pod_cidr).network_address)

@@ -273,6 +273,8 @@ class LabCluster:
                 "internal_ip": node.underlay_ip, "node_pod_cidr": node.pod_cidr,
                 # one sysctl record per host: labs on one machine share /run and their host names
                 "gateway_sysctl_file": os.path.join(cleanup.SYSCTL_RECORD_DIR, f"{cleanup.SYSCTL_RECORD_PREFIX}{node.netns}.conf"),
+                # the live health probe's files: in the lab's state directory (lab-clean removes it)
+                "gateway_health_state_dir": os.path.join(self.workdir, "health", node.netns),
             }
             if node.gateway:
                 hosts[node.name]["wan_ip"] = node.wan_ip.split("/")[0]

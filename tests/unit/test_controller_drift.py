@@ -2,6 +2,7 @@
 across keys, the period overrides of the CLI."""
 from __future__ import annotations
 
+import json
 import os
 import types
 
@@ -14,6 +15,7 @@ from tests.unit.test_controller_engine import ROOT
 
 from ansible_collections.liqo.fabric.plugins.module_utils import dataplane_manifest as dm  # noqa: E402
 from ansible_collections.liqo.fabric.plugins.module_utils import gateway_dataplane as gd  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils import peer_health_daemon as phd  # noqa: E402
 
 
 def test_overlay_manifest_from_the_plan_and_result():
@@ -78,3 +80,17 @@ def test_period_overrides_apply_to_entries_that_have_one():
     assert all(e.resync == 5 for e in out if e.playbook)
     with pytest.raises(SystemExit, match="--drift-period: 0.5 is below the 1 s minimum"):
         override_periods(entries, drift_period=0.5)
+
+
+def test_health_probe_process_alive_or_named(tmp_path):
+    """Issue 21: a gateway host's live probe process is part of what the gateway role declares; the drift check
+    names one that is not running (no pid file, or a pid file of a dead or reused pid)."""
+    target = {"kind": "gateway", "health": [{"state_dir": str(tmp_path), "interface": "lwg0"}]}
+    assert drift.check_target(target) == ["host: the health probe process of lwg0 is not running"]
+    pid_path = phd.paths(str(tmp_path), "lwg0")[0]
+    with open(pid_path, "w", encoding="utf-8") as f:
+        json.dump({"pid": os.getpid(), "start": phd._start_time(os.getpid()), "config": "x"}, f)
+    assert drift.check_target(target) == []
+    with open(pid_path, "w", encoding="utf-8") as f:  # the pid now names another process
+        json.dump({"pid": os.getpid(), "start": "1", "config": "x"}, f)
+    assert drift.check_target(target) == ["host: the health probe process of lwg0 is not running"]

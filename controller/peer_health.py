@@ -1,0 +1,120 @@
+"""The live peer health inside the active gateway pod (issue 21): a thread running the same prober as the
+agentless probe process (plugins/module_utils/peer_health.py), writing the gateway's Connection and feeding
+the pod's /metrics with Liqo's peer metrics (labels driver, cluster_id).
+
+The engine starts it when the pod becomes the active one and stops it when the pod stops or loses the Lease:
+a standby has no tunnel to probe. What it probes comes from the gateway's CR as the informer sees it (the
+tunnel's interface name is the plan's, derived from the cluster id, namespace, kind and name).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Callable, Optional
+
+from ansible_collections.liqo.fabric.plugins.module_utils import gateway as gwplan
+from ansible_collections.liqo.fabric.plugins.module_utils import peer_health as ph
+from ansible_collections.liqo.fabric.plugins.module_utils import peer_health_metrics as phm
+from ansible_collections.liqo.fabric.plugins.module_utils import peer_health_status as phs
+from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import (
+    CLUSTER_ID_CONFIGMAP, LIQO_NAMESPACE, REMOTE_CLUSTER_ID_LABEL)
+
+log = logging.getLogger(__name__)
+STATUS_INTERVAL = 10.0
+
+
+def target_of(gateway: dict, cluster_id: str) -> Optional[dict]:
+    """The probe spec of a gateway CR in this cluster: interface, peer's transit address, Connection."""
+    meta = gateway.get("metadata") or {}
+    kind = gateway.get("kind")
+    if kind not in gwplan.KINDS or not cluster_id:
+        return None
+    gid = gwplan.gateway_id(cluster_id, meta.get("namespace"), meta.get("name"), kind)
+    return {"interface": gwplan.interface_name(gid), "address": gwplan.TRANSIT[gwplan.KINDS[kind]][1],
+            "namespace": meta.get("namespace"), "connection_name": meta.get("name"),
+            "remote_cluster_id": (meta.get("labels") or {}).get(REMOTE_CLUSTER_ID_LABEL, "")}
+
+
+def read_cluster_id(api) -> str:
+    cm = api.request("GET", "/api/v1/namespaces/%s/configmaps/%s" % (LIQO_NAMESPACE, CLUSTER_ID_CONFIGMAP))
+    return ((cm or {}).get("data") or {}).get("CLUSTER_ID", "")
+
+
+class GatewayHealth(threading.Thread):
+    """Probes the peer of the gateway `gateway()` returns (the CR, or None while unknown) until stop()."""
+
+    def __init__(self, api, gateway: Callable[[], Optional[dict]], cluster_id: Callable[[], str],
+                 port: int = ph.PORT, interval: float = ph.INTERVAL, threshold: int = ph.THRESHOLD):
+        super().__init__(name="peer-health", daemon=True)
+        self.api, self.gateway, self.cluster_id = api, gateway, cluster_id
+        self.port, self.interval, self.threshold = port, interval, threshold
+        self.halt = threading.Event()
+        self.spec: Optional[dict] = None
+        self.state: Optional[ph.HealthState] = None
+        self.written: Optional[float] = None
+        self.writes = 0
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self.halt.set()
+        if self.is_alive():
+            self.join(timeout)
+
+    def _resolve(self) -> Optional[dict]:
+        gw = self.gateway()
+        cid = self.cluster_id() if gw else ""
+        return target_of(gw, cid) if gw else None
+
+    def run(self) -> None:
+        prober = None
+        try:
+            while not self.halt.is_set():
+                spec = self._resolve()
+                if spec != self.spec:
+                    if prober:
+                        prober.close()
+                    prober = ph.Prober(spec["interface"], spec["address"], self.port, self.interval) if spec else None
+                    self.state = ph.HealthState(self.threshold, "%s:%d via %s" % (
+                        spec["address"], self.port, spec["interface"])) if spec else None
+                    self.spec, self.written = spec, None
+                if prober is None:
+                    self.halt.wait(self.interval)
+                    continue
+                answered, rtt, why = prober.step()
+                changed = self.state.observe(answered, rtt, why=why)
+                due = self.state.value == ph.CONNECTED and (
+                    self.written is None or time.monotonic() - self.written >= STATUS_INTERVAL)
+                if (changed and self.state.value != ph.CONNECTING) or due:
+                    self._write()
+        finally:
+            if prober:
+                prober.close()
+
+    def _write(self) -> None:
+        s, spec = self.state, self.spec
+        try:
+            phs.write(self.api, spec["namespace"], spec["connection_name"], s.value, s.reason, s.message, s.latency_us)
+            self.written = time.monotonic()
+            self.writes += 1
+        except Exception as exc:  # pylint: disable=broad-except
+            log.warning("Connection not written", extra={"fields": {"error": str(exc)[:300]}})
+
+    # --- metrics (the engine's registry renders them: Metrics.live_peers)
+    def samples(self) -> list:
+        spec, s = self.spec, self.state
+        if not spec or not s:
+            return []
+        return [phm.sample(spec.get("remote_cluster_id"), s.value == ph.CONNECTED, s.latency_us,
+                           phm.transfer(spec["interface"]))]
+
+
+class HealthCollector:
+    """The running GatewayHealth's samples, if any (Metrics.live_peers of a gateway pod)."""
+
+    def __init__(self):
+        self.health: Optional[GatewayHealth] = None
+
+    def samples(self) -> list:
+        h = self.health
+        return h.samples() if h else []

@@ -1,0 +1,139 @@
+"""liqo.fabric.peer_health on real netns: two gateway hosts with a real wireguard-go tunnel
+(liqo.fabric.gateway_dataplane), one probe process per end. The client's process reports the peer
+Connected with a latency; wireguard-go of the server killed -> Error; the server's tunnel rebuilt ->
+Connected again; WireGuard's byte counters in the metrics rise with traffic; stop leaves nothing behind.
+States are polled with a deadline; the measured times are printed."""
+import os
+import pathlib
+import shutil
+import stat
+import tempfile
+import time
+
+import pytest
+
+from tests.ansible_run import run_module
+from tests.integration.test_gateway_dataplane import build, pair  # noqa: F401 # pylint: disable=unused-import
+from tests.lab import netns
+from ansible_collections.liqo.fabric.plugins.module_utils import peer_health_daemon as phd
+
+pytestmark = pytest.mark.root
+MODULE = "liqo.fabric.peer_health"
+
+
+def spec(gw, remote_id):
+    return {"interface": gw["interface"], "address": gw["probe_address"], "namespace": gw["namespace"],
+            "connection_name": gw["name"], "remote_cluster_id": remote_id, "public_key": gw["peer"]["public_key"],
+            "interval": 0.5, "threshold": 3}
+
+
+def poll(fn, want, deadline):
+    start = time.monotonic()
+    last = None
+    while time.monotonic() - start < deadline:
+        try:
+            last = fn()
+        except OSError as exc:
+            last = exc
+        if want(last):
+            return time.monotonic() - start, last
+        time.sleep(0.1)
+    raise AssertionError(f"not reached within {deadline} s: {last}")
+
+
+def metric(text, name):
+    line = next(x for x in text.splitlines() if x.startswith(name + "{"))
+    return float(line.rsplit(" ", 1)[1])
+
+
+def wireguard_go_pid(ns, ifname):
+    for pid in netns.pids_in_netns(ns):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if argv and os.path.basename(argv[0]) == b"wireguard-go" and ifname.encode() in argv:
+            return pid
+    return None
+
+
+@pytest.fixture
+def tmp_dir():
+    """Not pytest's tmp_path: another pytest session on the machine may prune it while the test runs."""
+    path = tempfile.mkdtemp(prefix="lfab-health-")
+    yield pathlib.Path(path)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_probe_follows_the_peer_down_and_up(pair, tmp_dir):  # noqa: F811
+    tmp_path = tmp_dir
+    assert build(pair, "server")["rc"] == 0
+    assert build(pair, "client", probe_wait=10)["rc"] == 0
+    dirs = {"server": str(tmp_path / "health-s"), "client": str(tmp_path / "health-c")}
+    specs = {"server": spec(pair["server"], "cluster-a"), "client": spec(pair["client"], "cluster-b")}
+    for side in ("server", "client"):
+        res = run_module(MODULE, {"gateways": [specs[side]], "state_dir": dirs[side]}, netns=pair[side + "_ns"])
+        assert res["rc"] == 0 and res["started"] == [specs[side]["interface"]], res
+    cif, sif = specs["client"]["interface"], specs["server"]["interface"]
+
+    def status():
+        return phd.query(dirs["client"], cif)
+
+    took, st = poll(status, lambda s: isinstance(s, dict) and s["value"] == "Connected", 10)
+    assert st["latency_us"] > 0
+    print(f"\nConnected {took:.2f} s after start, latency {st['latency_us']:.0f} us")
+    # the files: 0600 in a 0700 directory
+    assert stat.S_IMODE(os.stat(dirs["client"]).st_mode) == 0o700
+    for p in phd.paths(dirs["client"], cif):
+        assert stat.S_IMODE(os.stat(p).st_mode) == 0o600, p
+    # same parameters again: left alone
+    again = run_module(MODULE, {"gateways": [specs["client"]], "state_dir": dirs["client"]}, netns=pair["client_ns"])
+    assert again["rc"] == 0 and not again["changed"] and again["health"][cif]["pid"] == st["pid"], again
+
+    # byte counters rise with traffic through the tunnel
+    text = phd.query(dirs["client"], cif, "metrics")
+    assert metric(text, "liqo_peer_is_connected") == 1
+    rx0, tx0 = metric(text, "liqo_peer_receive_bytes_total"), metric(text, "liqo_peer_transmit_bytes_total")
+    traffic = ["ping", "-c", "20", "-i", "0.01", "-s", "1000", "-q", specs["client"]["address"]]
+    assert netns.exec_in(pair["client_ns"], traffic, check=False).returncode == 0
+    text = phd.query(dirs["client"], cif, "metrics")
+    rx1, tx1 = metric(text, "liqo_peer_receive_bytes_total"), metric(text, "liqo_peer_transmit_bytes_total")
+    assert rx1 >= rx0 + 20_000 and tx1 >= tx0 + 20_000, (rx0, rx1, tx0, tx1)
+    print(f"counters rx {rx0:.0f} -> {rx1:.0f}, tx {tx0:.0f} -> {tx1:.0f}")
+
+    # the remote gateway dies: its wireguard-go killed
+    pid = wireguard_go_pid(pair["server_ns"], sif)
+    assert pid, "no wireguard-go of the server"
+    os.kill(pid, 9)
+    took, st = poll(status, lambda s: isinstance(s, dict) and s["value"] == "Error", 10)
+    assert st["reason"] == "PeerUnreachable" and st["latency_us"] is None, st
+    assert metric(phd.query(dirs["client"], cif, "metrics"), "liqo_peer_is_connected") == 0
+    print(f"Error {took:.2f} s after wireguard-go of the server was killed")
+
+    # and comes back: the gateway's dataplane rebuilt (the playbook's repair); the server's probe process rebinds.
+    # The new wireguard-go has no session and no endpoint of the client: the client's stale session ends by
+    # WireGuard's own timers (a new handshake 15 s after its last answered packet, retried every 5 s), so this
+    # deadline is WireGuard's, not the probe's
+    assert build(pair, "server")["rc"] == 0
+    took, st = poll(status, lambda s: isinstance(s, dict) and s["value"] == "Connected", 25)
+    print(f"Connected {took:.2f} s after the server's tunnel was rebuilt (new wireguard-go)")
+
+    # the server's tunnel down and up (wireguard-go keeps the client's endpoint and starts the handshake)
+    netns.exec_in(pair["server_ns"], ["ip", "link", "set", "dev", sif, "down"])
+    took, st = poll(status, lambda s: isinstance(s, dict) and s["value"] == "Error", 10)
+    print(f"Error {took:.2f} s after the server's tunnel went down")
+    netns.exec_in(pair["server_ns"], ["ip", "link", "set", "dev", sif, "up"])
+    took, st = poll(status, lambda s: isinstance(s, dict) and s["value"] == "Connected", 10)
+    print(f"Connected {took:.2f} s after it came back up")
+
+    # stop: nothing left
+    for side in ("server", "client"):
+        gone = run_module(MODULE, {"gateways": [{"interface": specs[side]["interface"]}], "state": "absent",
+                                   "state_dir": dirs[side]}, netns=pair[side + "_ns"])
+        assert gone["rc"] == 0 and gone["changed"], gone
+        assert not os.path.exists(dirs[side])
+        assert phd.read_pidfile(dirs[side], specs[side]["interface"]) is None
+    assert not any(phd.paths(dirs["client"], cif)[0] in p for p in os.listdir(str(tmp_path)))
+    assert st["pid"] not in netns.pids_in_netns(pair["client_ns"])
+    assert not os.path.exists(f"/proc/{st['pid']}")

@@ -1,0 +1,130 @@
+"""The live peer health's pure logic: the probe packet, the state machine (losses -> Error, an answer ->
+Connected), the Connection status patch, the metrics text with Liqo's names and labels, input checks."""
+import os
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+sys.path.insert(0, os.path.join(ROOT, "build", "collections"))
+from ansible_collections.liqo.fabric.plugins.module_utils import peer_health as ph  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils import peer_health_host as host  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils import peer_health_metrics as phm  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils import peer_health_status as phs  # noqa: E402
+
+
+def test_packet_round_trip_and_garbage():
+    data = ph.encode(ph.PING, 7, 123456789)
+    assert ph.decode(data) == (ph.PING, 7, 123456789)
+    assert ph.decode(ph.encode(ph.PONG, 2**32 + 3, 5)) == (ph.PONG, 3, 5)
+    assert ph.decode(b"x" * len(data)) is None
+    assert ph.decode(data[:-1]) is None
+    assert ph.decode(b"LFH1X" + data[5:]) is None
+
+
+def test_losses_below_threshold_keep_connected_then_error_then_recovery():
+    s = ph.HealthState(threshold=3, target="169.254.18.1:12345 via lwg0")
+    assert s.value == ph.CONNECTING
+    assert s.observe(True, 412.0, now=1) and s.value == ph.CONNECTED and s.latency_us == 412.0
+    assert s.message == ph.CONNECTED_MESSAGE == "handshake and probe through the tunnel succeeded"
+    assert not s.observe(False, now=2) and s.value == ph.CONNECTED
+    assert not s.observe(False, now=3) and s.value == ph.CONNECTED
+    assert s.observe(False, now=4) and s.value == ph.ERROR
+    assert s.reason == "PeerUnreachable" and "3 consecutive" in s.message and "169.254.18.1:12345" in s.message
+    assert s.latency_us is None and s.since == 4
+    assert not s.observe(False, now=5) and s.value == ph.ERROR and "4 consecutive" in s.message
+    assert s.observe(True, 500.0, now=6) and s.value == ph.CONNECTED and s.reason == "Established"
+    assert s.losses == 0 and s.latency_us == 500.0
+
+
+def test_an_answer_between_losses_resets_the_count():
+    s = ph.HealthState(threshold=2)
+    s.observe(True, 1.0)
+    s.observe(False)
+    s.observe(True, 1.0)
+    assert not s.observe(False) and s.value == ph.CONNECTED
+
+
+def test_missing_interface_is_its_own_reason():
+    s = ph.HealthState(threshold=1)
+    assert s.observe(False, why="NoInterface") and s.value == ph.ERROR and s.reason == "NoInterface"
+
+
+def test_never_answered_goes_from_connecting_to_error():
+    s = ph.HealthState(threshold=2)
+    s.observe(False)
+    assert s.value == ph.CONNECTING
+    assert s.observe(False) and s.value == ph.ERROR
+
+
+@pytest.mark.parametrize("args,field", [
+    (("", "169.254.18.1"), "interface"), (("x" * 16, "169.254.18.1"), "interface"),
+    (("lwg0", "nope"), "address"), (("lwg0", "10.0.0"), "address"),
+    (("lwg0", "169.254.18.1", 0), "port"), (("lwg0", "169.254.18.1", 12345, 0), "interval"),
+    (("lwg0", "169.254.18.1", 12345, 1.0, 0), "threshold"),
+])
+def test_bad_parameters_name_the_field(args, field):
+    with pytest.raises(ph.HealthError, match=field):
+        ph.validate(*args)
+
+
+def test_module_input_checked_before_anything(tmp_path):
+    with pytest.raises(ph.HealthError, match=r"gateways\[1\]: missing address"):
+        host.apply([{"interface": "lwg0", "address": "169.254.18.1", "namespace": "n", "connection_name": "c"},
+                    {"interface": "lwg1", "namespace": "n", "connection_name": "c"}], "present", str(tmp_path / "h"))
+    with pytest.raises(ph.HealthError, match=r"gateways\[0\]\.port: 70000"):
+        host.apply([{"interface": "lwg0", "address": "169.254.18.1", "namespace": "n", "connection_name": "c",
+                     "port": 70000}], "present", str(tmp_path / "h"))
+    with pytest.raises(ph.HealthError, match="kubeconfig: /nonexistent"):
+        host.apply([{"interface": "lwg0", "address": "169.254.18.1", "namespace": "n", "connection_name": "c"}],
+                   "present", str(tmp_path / "h"), kubeconfig="/nonexistent")
+    with pytest.raises(ph.HealthError, match="state_dir"):
+        host.apply([], "present", "relative/dir")
+    assert not (tmp_path / "h").exists()
+
+
+def test_status_patch_connected_error_and_quiet_when_unchanged():
+    p = phs.status_patch({}, ph.CONNECTED, "Established", "ok", 412.4, "T1")
+    st = p["status"]
+    assert st["value"] == "Connected" and st["latency"] == {"value": "0.412ms", "timestamp": "T1"}
+    cond = st["conditions"][0]
+    assert (cond["type"], cond["status"], cond["reason"]) == ("Established", "True", "Established")
+    assert phs.status_patch(st, ph.CONNECTED, "Established", "ok", 412.4, "T2") is None
+    # the value holds: only the latency, the condition (the role's publish writes it too) is left alone
+    assert phs.status_patch(st, ph.CONNECTED, "Established", "other", 900.0, "T2") == {
+        "status": {"latency": {"value": "0.900ms", "timestamp": "T2"}}}
+    st["conditions"][0]["observedGeneration"] = 4
+    err = phs.status_patch(st, ph.ERROR, "PeerUnreachable", "3 lost", None, "T3")["status"]
+    assert err["value"] == "Error" and err["latency"] is None  # merge patch: removes the latency
+    assert err["conditions"][0]["status"] == "False" and err["conditions"][0]["reason"] == "PeerUnreachable"
+    assert err["conditions"][0]["observedGeneration"] == 4
+    assert phs.status_patch(err, ph.ERROR, "PeerUnreachable", "4 lost", None, "T4") is None
+
+
+def test_metrics_have_liqos_names_and_labels():
+    text = phm.render([phm.sample("cluster-b", True, 412.6, (1000, 2000)),
+                       phm.sample("cluster-c", False, None, None)])
+    lines = text.splitlines()
+    assert 'liqo_peer_is_connected{driver="wireguard",cluster_id="cluster-b"} 1' in lines
+    assert 'liqo_peer_latency_us{driver="wireguard",cluster_id="cluster-b"} 413' in lines
+    assert 'liqo_peer_receive_bytes_total{driver="wireguard",cluster_id="cluster-b"} 1000' in lines
+    assert 'liqo_peer_transmit_bytes_total{driver="wireguard",cluster_id="cluster-b"} 2000' in lines
+    assert 'liqo_peer_is_connected{driver="wireguard",cluster_id="cluster-c"} 0' in lines
+    assert 'liqo_peer_latency_us{driver="wireguard",cluster_id="cluster-c"} 0' in lines
+    assert not any(line.startswith("liqo_peer_receive_bytes_total") and "cluster-c" in line for line in lines)
+    assert "# TYPE liqo_peer_receive_bytes_total counter" in lines and "# TYPE liqo_peer_is_connected gauge" in lines
+
+
+def test_plans_to_probe_specs():
+    ready = {"interface": "lwg1", "probe_address": "169.254.18.1", "namespace": "ns", "name": "client",
+             "connection_name": "client", "remote_cluster_id": "cid-b", "ready": True, "error": None,
+             "peer": {"public_key": "PUB"}, "mtu": 1340}
+    waiting = dict(ready, interface="lwg2", ready=False)
+    broken = dict(ready, interface="lwg3", error={"reason": "MTUMismatch"})
+    probe, halt = host.from_plans([ready, waiting, broken])
+    assert probe == [{"interface": "lwg1", "address": "169.254.18.1", "namespace": "ns", "connection_name": "client",
+                      "remote_cluster_id": "cid-b", "public_key": "PUB"}]
+    assert halt == ["lwg2", "lwg3"]
+    with pytest.raises(ph.HealthError, match=r"plans\[0\]"):
+        host.from_plans([{"name": "x"}])
