@@ -18,6 +18,7 @@ from ansible_collections.liqo.fabric.plugins.module_utils import gateway as gwpl
 from ansible_collections.liqo.fabric.plugins.module_utils import peer_health as ph
 from ansible_collections.liqo.fabric.plugins.module_utils import peer_health_metrics as phm
 from ansible_collections.liqo.fabric.plugins.module_utils import peer_health_status as phs
+from ansible_collections.liqo.fabric.plugins.module_utils import wireguard_session as wgs
 from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import (
     CLUSTER_ID_CONFIGMAP, LIQO_NAMESPACE, REMOTE_CLUSTER_ID_LABEL)
 
@@ -55,6 +56,9 @@ class GatewayHealth(threading.Thread):
         self.state: Optional[ph.HealthState] = None
         self.written: Optional[float] = None
         self.writes = 0
+        self.counter: Optional[phm.Counters] = None
+        self.counter_lock = threading.Lock()
+        self.sessions_restarted = 0
 
     def stop(self, timeout: float = 5.0) -> None:
         self.halt.set()
@@ -78,11 +82,22 @@ class GatewayHealth(threading.Thread):
                     self.state = ph.HealthState(self.threshold, "%s:%d via %s" % (
                         spec["address"], self.port, spec["interface"])) if spec else None
                     self.spec, self.written = spec, None
+                    with self.counter_lock:
+                        self.counter = phm.Counters(spec["interface"]) if spec else None
                 if prober is None:
                     self.halt.wait(self.interval)
                     continue
-                answered, rtt, why = prober.step()
+                try:
+                    answered, rtt, why = prober.step()
+                except Exception as exc:  # pylint: disable=broad-except
+                    # the thread lives on (nothing would restart it): an unexpected failure is a lost probe
+                    log.warning("health probe failed", extra={"fields": {"error": str(exc)[:300]}})
+                    prober.close()
+                    self.halt.wait(self.interval)
+                    answered, rtt, why = False, None, "probe failed: %s" % exc
                 changed = self.state.observe(answered, rtt, why=why)
+                if changed and self.state.value == ph.ERROR:
+                    self._restart_session()
                 due = self.state.value == ph.CONNECTED and (
                     self.written is None or time.monotonic() - self.written >= STATUS_INTERVAL)
                 if (changed and self.state.value != ph.CONNECTING) or due:
@@ -90,6 +105,19 @@ class GatewayHealth(threading.Thread):
         finally:
             if prober:
                 prober.close()
+
+    def _restart_session(self) -> None:
+        """The peer went silent: restart the tunnel's WireGuard session, so a peer that came back (a new gateway
+        pod) is reached at the next handshake instead of after WireGuard's 15 s (module_utils/wireguard_session)."""
+        with self.counter_lock:
+            if self.counter:
+                self.counter.read()  # the re-added peer's counters start from 0: keep what was counted
+            try:
+                if wgs.restart_session(self.spec["interface"]):
+                    self.sessions_restarted += 1
+                    log.info("WireGuard session restarted", extra={"fields": {"interface": self.spec["interface"]}})
+            except Exception as exc:  # pylint: disable=broad-except
+                log.warning("WireGuard session not restarted", extra={"fields": {"error": str(exc)[:300]}})
 
     def _write(self) -> None:
         s, spec = self.state, self.spec
@@ -105,8 +133,9 @@ class GatewayHealth(threading.Thread):
         spec, s = self.spec, self.state
         if not spec or not s:
             return []
-        return [phm.sample(spec.get("remote_cluster_id"), s.value == ph.CONNECTED, s.latency_us,
-                           phm.transfer(spec["interface"]))]
+        with self.counter_lock:
+            counters = self.counter.read() if self.counter else phm.transfer(spec["interface"])
+        return [phm.sample(spec.get("remote_cluster_id"), s.value == ph.CONNECTED, s.latency_us, counters)]
 
 
 class HealthCollector:

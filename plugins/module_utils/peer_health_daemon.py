@@ -26,6 +26,7 @@ import time
 from ansible_collections.liqo.fabric.plugins.module_utils import peer_health as ph
 from ansible_collections.liqo.fabric.plugins.module_utils import peer_health_metrics as phm
 from ansible_collections.liqo.fabric.plugins.module_utils import peer_health_status as phs
+from ansible_collections.liqo.fabric.plugins.module_utils import wireguard_session as wgs
 
 STATE_DIR = "/run/liqo-fabric-health"
 STATUS_INTERVAL = 10.0   # seconds between two latency refreshes of a Connected Connection
@@ -224,6 +225,9 @@ class Daemon:
         self.written = None          # (value, time) of the last Connection write
         self.write_error = None
         self.counters = None
+        self.counter = phm.Counters(spec["interface"], spec.get("public_key"))
+        self.counter_lock = threading.Lock()
+        self.sessions_restarted, self.session_error = 0, None
 
     # --- views
     def snapshot(self):
@@ -231,10 +235,12 @@ class Daemon:
         return {"interface": self.spec["interface"], "address": self.spec["address"], "value": s.value, "reason": s.reason, "message": s.message,
                 "latency_us": s.latency_us, "losses": s.losses, "since": s.since, "pid": os.getpid(),
                 "answered_pings": self.prober.answered_pings, "counters": self.counters,
-                "connection_written": self.written, "connection_error": self.write_error}
+                "connection_written": self.written, "connection_error": self.write_error,
+                "sessions_restarted": self.sessions_restarted, "session_error": self.session_error}
 
     def metrics(self):
-        self.counters = phm.transfer(self.spec["interface"], self.spec.get("public_key"))
+        with self.counter_lock:
+            self.counters = self.counter.read()
         s = self.state
         return phm.render([phm.sample(self.spec.get("remote_cluster_id"), s.value == ph.CONNECTED, s.latency_us,
                                       self.counters)])
@@ -265,6 +271,8 @@ class Daemon:
                     time.sleep(self.prober.interval)
                     answered, rtt, why = False, None, "probe failed: %s" % exc
                 changed = self.state.observe(answered, rtt, why=why)
+                if changed and self.state.value == ph.ERROR:
+                    self._restart_session()
                 due = self.state.value == ph.CONNECTED and (
                     self.written is None or time.time() - self.written[1] >= STATUS_INTERVAL)
                 if changed or due:
@@ -279,6 +287,18 @@ class Daemon:
                     os.unlink(p)
                 except OSError:
                     pass
+
+    def _restart_session(self):
+        """The peer went silent: restart the WireGuard session so a peer that restarted is reached at its next
+        handshake, not after WireGuard's 15 s (module_utils/wireguard_session.py)."""
+        with self.counter_lock:
+            self.counter.read()  # what was counted so far: the re-added peer's counters start from 0
+            try:
+                if wgs.restart_session(self.spec["interface"], self.spec.get("public_key")):
+                    self.sessions_restarted += 1
+                self.session_error = None
+            except Exception as exc:  # pylint: disable=broad-except
+                self.session_error = str(exc)[:300]
 
     def _writer(self):
         if self.kube is None:

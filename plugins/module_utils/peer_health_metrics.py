@@ -34,6 +34,32 @@ def transfer(interface, public_key=None, run_dir=None):
     return sum(p.get("rx_bytes") or 0 for p in peers), sum(p.get("tx_bytes") or 0 for p in peers)
 
 
+class Counters(object):
+    """WireGuard's byte counters of a peer kept monotonic: they restart from 0 when the peer is re-added (a
+    session restart) or wireguard-go restarts; what was counted before is carried over, so the exported
+    *_total counters never go back."""
+
+    def __init__(self, interface, public_key=None, run_dir=None):
+        self.interface, self.public_key, self.run_dir = interface, public_key, run_dir
+        self.base = [0, 0]
+        self.last = None
+
+    def add(self, raw):
+        """Folds one reading (rx, tx) in; returns the monotonic (rx, tx), None when the reading is None (the
+        interface is gone: no counters exported, what was counted is kept for when it is back)."""
+        if raw is None:
+            return None
+        if self.last is not None:
+            for i in (0, 1):
+                if raw[i] < self.last[i]:
+                    self.base[i] += self.last[i]
+        self.last = tuple(raw)
+        return self.base[0] + self.last[0], self.base[1] + self.last[1]
+
+    def read(self):
+        return self.add(transfer(self.interface, self.public_key, self.run_dir))
+
+
 def sample(cluster_id, connected, latency_us, counters):
     """One peer's values, keyed by metric name (the counters are absent while the interface is gone)."""
     out = {"liqo_peer_is_connected": 1 if connected else 0,

@@ -17,6 +17,8 @@ Private keys live only in memory (bytes); nothing here returns or prints them.
 from __future__ import absolute_import, division, print_function
 
 import base64
+import contextlib
+import fcntl
 import importlib.util
 import binascii
 import ipaddress
@@ -821,6 +823,21 @@ class UserspaceBackend(object):
                 self.ifname, code, os.strerror(abs(code)) if code else "no answer"))
         return True
 
+    @contextlib.contextmanager
+    def config_lock(self):
+        """Serializes our read-then-write changes of this interface (the modules, the health probe's session
+        restart): an advisory lock on the interface's pid file, which exists exactly while we run it."""
+        try:
+            fd = os.open(self.pid_path, os.O_RDONLY)
+        except OSError:
+            yield
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # releases the lock
+
     # -- process
     def recorded_pid(self, same_netns=True):
         """PID of our wireguard-go for this interface: the pid file, else the socket's peer credentials;
@@ -950,6 +967,10 @@ class KernelBackend(object):
     def running(self, link):
         return link is not None and link.kind == "wireguard"
 
+    def config_lock(self):
+        """No cross-process lock for the kernel module (not exercised here); see UserspaceBackend.config_lock."""
+        return contextlib.ExitStack()
+
     def start(self, ipr):
         ipr.link("add", ifname=self.ifname, kind="wireguard")
         return None
@@ -1063,12 +1084,14 @@ def ensure_present(spec, check_mode=False, backend="auto", run_dir=RUN_DIR, bina
     """Makes the interface match `spec`. Returns a result dict: changed, backend, pid, interface (public view),
     diff {before, after}, and `writes` (number of UAPI/netlink write exchanges, 0 when unchanged)."""
     _require_pyroute2()
-    with IPRoute() as ipr:
+    with IPRoute() as ipr, contextlib.ExitStack() as held:
         link = read_link(ipr, spec.name)
         be = choose_backend(spec.name, link, backend, run_dir=run_dir, binary=binary)
         if isinstance(be, UserspaceBackend) and link is None and not _has_binary(binary):
             raise WireGuardError("kernel has no wireguard module and %r is not installed" % binary)
         exists = be.running(link)
+        if exists:  # read, compare and write as one step against our other writers (wireguard_session)
+            held.enter_context(be.config_lock())
         current = be.read() if exists else None
         change = compute_change(spec, current)
         before = config_view(spec.name, current, link)

@@ -1,7 +1,7 @@
 """liqo.fabric.peer_health on real netns: two gateway hosts with a real wireguard-go tunnel
 (liqo.fabric.gateway_dataplane), one probe process per end. The client's process reports the peer
-Connected with a latency; wireguard-go of the server killed -> Error; the server's tunnel rebuilt ->
-Connected again; WireGuard's byte counters in the metrics rise with traffic; stop leaves nothing behind.
+Connected with a latency; wireguard-go of the server killed -> Error, and the client restarts its WireGuard
+session; the server's tunnel rebuilt -> Connected again within 10 s; WireGuard's byte counters in the metrics rise with traffic; stop leaves nothing behind.
 States are polled with a deadline; the measured times are printed."""
 import os
 import pathlib
@@ -111,12 +111,20 @@ def test_probe_follows_the_peer_down_and_up(pair, tmp_dir):  # noqa: F811
     assert metric(phd.query(dirs["client"], cif, "metrics"), "liqo_peer_is_connected") == 0
     print(f"Error {took:.2f} s after wireguard-go of the server was killed")
 
+    # the client's probe restarted its WireGuard session when the peer went silent (the re-added peer's byte
+    # counters start from 0; the exported totals do not go back)
+    st = status()
+    assert st["sessions_restarted"] == 1 and st["session_error"] is None, st
+    text = phd.query(dirs["client"], cif, "metrics")
+    assert metric(text, "liqo_peer_receive_bytes_total") >= rx1, (text, rx1)
+    assert metric(text, "liqo_peer_transmit_bytes_total") >= tx1, (text, tx1)
+
     # and comes back: the gateway's dataplane rebuilt (the playbook's repair); the server's probe process rebinds.
-    # The new wireguard-go has no session and no endpoint of the client: the client's stale session ends by
-    # WireGuard's own timers (a new handshake 15 s after its last answered packet, retried every 5 s), so this
-    # deadline is WireGuard's, not the probe's
+    # The new wireguard-go has no session and no endpoint of the client; the client's session was restarted, so
+    # its next handshake attempt (WireGuard retries every 5 s while packets wait) reaches the new server, instead
+    # of the stale session lasting until WireGuard's own 15 s timer
     assert build(pair, "server")["rc"] == 0
-    took, st = poll(status, lambda s: isinstance(s, dict) and s["value"] == "Connected", 25)
+    took, st = poll(status, lambda s: isinstance(s, dict) and s["value"] == "Connected", 10)
     print(f"Connected {took:.2f} s after the server's tunnel was rebuilt (new wireguard-go)")
 
     # the server's tunnel down and up (wireguard-go keeps the client's endpoint and starts the handshake)

@@ -1,0 +1,55 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, liqo.fabric developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Restart a WireGuard peer's session now instead of waiting for WireGuard's own timers.
+
+When the remote end restarts (a new wireguard-go, a new gateway pod) it has no session, and the server side has
+no endpoint to reach us at. Our end keeps sending with the old session until WireGuard gives it up: a new
+handshake only 15 s after the last packet it received (KEEPALIVE + REKEY_TIMEOUT), so a gateway that came back
+at once is unreachable for ~12-15 s more. The health probe knows sooner (3 lost pings): it removes the peer and
+adds it back with the same configuration in one request, which drops the session, so the next packet (the
+probe's next ping) starts a handshake; WireGuard retries it every 5 s while packets wait.
+
+Only peers with an endpoint are restarted: without one this end cannot start a handshake and must wait for the
+peer's. The configuration written back is what was read, under the lock the modules take for their own
+read-then-write (wireguard.UserspaceBackend.config_lock), so a concurrent reconcile neither sees a difference nor
+gets its change undone.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+from ansible_collections.liqo.fabric.plugins.module_utils import wireguard as wg
+
+
+def restart_changes(dev, public_key=None):
+    """The DeviceChange restarting the sessions of `public_key` (every peer when None) that have an endpoint;
+    empty when none qualifies. Removal and re-add of one key in one request: the removal is rendered first."""
+    change = wg.DeviceChange()
+    for pub, peer in dev.peers.items():
+        if (public_key is not None and pub != public_key) or not peer.endpoint:
+            continue
+        change.peers.append(wg.PeerChange(pub, remove=True))
+        change.peers.append(wg.PeerChange(
+            pub, new=True, preshared_key=peer.preshared_key, endpoint=peer.endpoint,
+            persistent_keepalive=peer.persistent_keepalive, allowed_ips=list(peer.allowed_ips)))
+    return change
+
+
+def restart_session(interface, public_key=None, run_dir=wg.RUN_DIR):
+    """Restarts the session of the interface's peer `public_key` (every peer with an endpoint when None).
+    Returns the public keys restarted; [] when the interface is gone or no peer has an endpoint."""
+    wg.validate_ifname(interface, "interface")
+    wg._require_pyroute2()  # pylint: disable=protected-access
+    with wg.IPRoute() as ipr:
+        link = wg.read_link(ipr, interface)
+    if link is None:
+        return []
+    backend = wg.choose_backend(interface, link, run_dir=run_dir)
+    # under the interface's lock: a module replacing the peer (a key rotation) between our read and our write
+    # would otherwise see the old peer added back
+    with backend.config_lock():
+        change = restart_changes(backend.read(), public_key)
+        if change.empty():
+            return []
+        backend.apply(change)
+    return sorted({pc.public_key for pc in change.peers})

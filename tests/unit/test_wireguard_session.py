@@ -1,0 +1,74 @@
+"""Restarting a peer's WireGuard session (the health probe does it when the peer goes silent): the UAPI request
+removes and re-adds the same peer with what was read, removal first; peers without an endpoint are left alone;
+the exported byte counters stay monotonic across the counters' restart from 0."""
+import os
+import sys
+
+from tests.conftest import ROOT
+
+sys.path.insert(0, os.path.join(ROOT, "build", "collections"))
+from ansible_collections.liqo.fabric.plugins.module_utils import peer_health_metrics as phm  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils import wireguard as wg  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils import wireguard_session as wgs  # noqa: E402
+
+PUB_A = wg.encode_key(bytes(range(32)))
+PUB_B = wg.encode_key(bytes(range(1, 33)))
+
+
+def device():
+    dev = wg.DeviceState()
+    dev.peers[PUB_A] = wg.PeerState(PUB_A, endpoint="192.168.77.2:51820", allowed_ips=["0.0.0.0/0"],
+                                    persistent_keepalive=25, preshared_key=b"\x07" * 32, rx_bytes=900, tx_bytes=800)
+    dev.peers[PUB_B] = wg.PeerState(PUB_B, endpoint=None, allowed_ips=["10.0.0.0/8"])
+    return dev
+
+
+def test_restart_removes_then_re_adds_the_same_configuration():
+    text = wg.render_uapi_set(wgs.restart_changes(device(), PUB_A))
+    lines = text.split("\n")
+    key = bytes(range(32)).hex()
+    assert lines[:3] == ["set=1", "public_key=" + key, "remove=true"], lines
+    assert lines[3:] == ["public_key=" + key, "preshared_key=" + "07" * 32, "endpoint=192.168.77.2:51820",
+                         "persistent_keepalive_interval=25", "replace_allowed_ips=true", "allowed_ip=0.0.0.0/0",
+                         "", ""], lines
+
+
+def test_peers_without_an_endpoint_cannot_start_a_handshake_and_are_left_alone():
+    assert wgs.restart_changes(device(), PUB_B).empty()
+    assert wgs.restart_changes(device(), "not-a-peer").empty()
+    every = wgs.restart_changes(device())  # no key: every peer with an endpoint
+    assert [(p.public_key, p.remove) for p in every.peers] == [(PUB_A, True), (PUB_A, False)]
+
+
+def test_counters_stay_monotonic_across_a_restart_from_zero():
+    c = phm.Counters("lfab0")
+    assert c.add(None) is None
+    assert c.add((100, 50)) == (100, 50)
+    assert c.add((150, 70)) == (150, 70)
+    assert c.add((10, 5)) == (160, 75)      # the peer was re-added: its counters restarted
+    assert c.add(None) is None              # interface gone: no counters exported ...
+    assert c.add((20, 90)) == (170, 160)    # ... and nothing counted is lost (tx did not go back)
+
+
+def test_the_config_lock_serializes_writers_of_one_interface(tmp_path):
+    import fcntl
+    import threading
+    be = wg.UserspaceBackend("lfab0", run_dir=str(tmp_path))
+    with be.config_lock():
+        pass  # no pid file (not running): nothing to lock, no file made
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "lfab0.pid").write_text("1\n")
+    holder = open(tmp_path / "lfab0.pid")
+    fcntl.flock(holder, fcntl.LOCK_EX)  # another writer (a module run) is between its read and its write
+    entered = threading.Event()
+
+    def restart():
+        with be.config_lock():
+            entered.set()
+
+    t = threading.Thread(target=restart)
+    t.start()
+    assert not entered.wait(0.3)
+    holder.close()
+    assert entered.wait(5)
+    t.join(5)
