@@ -44,7 +44,7 @@ KINDS = {
     "ConfigMap": ("/api/v1", "configmaps", True), "Secret": ("/api/v1", "secrets", True),
     "Namespace": ("/api/v1", "namespaces", False), "Service": ("/api/v1", "services", True),
     "Pod": ("/api/v1", "pods", True), "Node": ("/api/v1", "nodes", False), "Event": ("/api/v1", "events", True),
-    "ServiceAccount": ("/api/v1", "serviceaccounts", True),
+    "ServiceAccount": ("/api/v1", "serviceaccounts", True), "Endpoints": ("/api/v1", "endpoints", True),
     "Deployment": ("/apis/apps/v1", "deployments", True), "DaemonSet": ("/apis/apps/v1", "daemonsets", True),
     "Lease": ("/apis/coordination.k8s.io/v1", "leases", True),
     "CustomResourceDefinition": ("/apis/apiextensions.k8s.io/v1", "customresourcedefinitions", False),

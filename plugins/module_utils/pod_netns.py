@@ -5,8 +5,9 @@
 commands run inside them (liqo.fabric.pod_probe: a pod's own traffic without a shell or tools in its image).
 
 A pod's namespace is found the way the kernel links it to the node: a veth of the host's namespace carries the
-peer namespace's id (IFLA_LINK_NETNSID); the named namespaces (/run/netns: CNI's cni-*, the lab's) are matched
-to those ids (RTM_GETNSID), then read from inside. Overlapping pod CIDRs of other clusters on the same machine
+peer namespace's id (IFLA_LINK_NETNSID); the named namespaces (/run/netns: CNI's cni-*, the lab's), then those
+of running processes (/proc/<pid>/ns/net: runtimes that keep pod namespaces elsewhere), are matched to those ids
+(RTM_GETNSID), then read from inside. Overlapping pod CIDRs of other clusters on the same machine
 (the lab) never mix: only namespaces attached to this host's links count. setns(2) is per thread on Linux, so
 each namespace is entered by a short-lived thread and a process it starts runs there; Python 3.11 has no
 os.setns: libc through ctypes."""
@@ -56,29 +57,44 @@ def in_netns(path, fn, timeout=30.0):
     return box.get("result")
 
 
+def _candidates():
+    """Namespace files to match: the named ones first (/run/netns: CNI's cni-*, the lab's), then one
+    /proc/<pid>/ns/net per namespace not seen yet (a runtime that keeps its pods' namespaces elsewhere, such as
+    containerd's netns_mounts_under_state_dir: the pod's sandbox process is in it all the same)."""
+    try:
+        names = sorted(os.listdir(NETNS_DIR))
+    except FileNotFoundError:
+        names = []
+    for name in names:
+        yield os.path.join(NETNS_DIR, name)
+    for pid in sorted((p for p in os.listdir("/proc") if p.isdigit()), key=int):
+        yield "/proc/%s/ns/net" % pid
+
+
 def attached_namespaces():
-    """{path: nsid} of the named namespaces at the other end of this namespace's links."""
+    """{path: nsid} of the namespaces at the other end of this namespace's links (one path per namespace)."""
     from pyroute2 import IPRoute  # pylint: disable=import-outside-toplevel
     with IPRoute() as ipr:
         peers = {link.get_attr("IFLA_LINK_NETNSID") for link in ipr.get_links()} - {None}
-        out = {}
-        try:
-            names = sorted(os.listdir(NETNS_DIR))
-        except FileNotFoundError:
-            names = []
-        for name in names:
-            path = os.path.join(NETNS_DIR, name)
+        out, seen = {}, set()
+        for path in _candidates():
+            if set(out.values()) >= peers:
+                break
             try:
                 fd = os.open(path, os.O_RDONLY)
-            except OSError:
+            except OSError:  # a process that exited, a file that is not a namespace
                 continue
             try:
+                st = os.fstat(fd)
+                if (st.st_dev, st.st_ino) in seen:
+                    continue
+                seen.add((st.st_dev, st.st_ino))
                 nsid = (ipr.get_netnsid(fd=fd) or {}).get("nsid")
             except Exception:  # pylint: disable=broad-except  # a stale or foreign file: not ours
                 nsid = None
             finally:
                 os.close(fd)
-            if nsid in peers:
+            if nsid in peers and nsid not in out.values():
                 out[path] = nsid
         return out
 

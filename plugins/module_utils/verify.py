@@ -14,6 +14,7 @@ import ipaddress
 from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import REMOTE_CLUSTER_ID_LABEL
 
 SMALL = 56          # ping's default payload
+GATEWAY_HOST_LABEL = "liqo.io/gateway-host"  # Nodes that host a gateway (their own traffic is not probed)
 IP_ICMP_HEADERS = 28
 
 
@@ -93,10 +94,13 @@ def table(results, skipped=()):
     for r in results:
         source = "%s (%s on %s)" % (r["from"], r["from_address"], r["from_node"]) if r.get("from_address") else r["from"]
         tail = ("  rtt %.2f ms" % r["rtt_ms"]) if r.get("ok") and r.get("rtt_ms") is not None else (
+            "  %.0f Mbit/s" % r["mbit_per_s"]) if r.get("ok") and r.get("mbit_per_s") is not None else (
             "  " + r["error"]) if r.get("error") else ""
-        lines.append("%s  %s -> %s  %s -> %s %s (%s on %s)  %s B%s" % (
-            "PASS" if r.get("ok") else "FAIL", r["cluster"], r["peer"], source, r["to"], r["to_address"], r["original"],
-            r["node"], r["size"], tail))
+        size = "%s B" % r["size"] if isinstance(r["size"], int) else r["size"]  # Service probes: "TCP"
+        address = "%s:%s" % (r["to_address"], r["port"]) if r.get("port") else r["to_address"]
+        lines.append("%s  %s -> %s  %s -> %s %s (%s on %s)  %s%s" % (
+            "PASS" if r.get("ok") else "FAIL", r["cluster"], r["peer"], source, r["to"], address, r["original"],
+            r["node"], size, tail))
     failed = len([r for r in results if not r.get("ok")])
     skips = ", %d skipped" % len(skipped) if skipped else ""
     lines.append("%d probes, %d passed, %d failed%s" % (len(results), len(results) - failed, failed, skips))

@@ -13,7 +13,10 @@ description:
     address is the probe's C(from_address), or in the host's own namespace when it is null, and returns each
     probe with C(ok), C(rtt_ms) and C(error). A pod's namespace is the one at the other end of one of this
     host's veth links that holds the address, so nothing is needed inside the pod's image.
-  - Read only, it sends ICMP echo requests and changes nothing. The probes come from M(liqo.fabric.verify_plan).
+  - A probe with a C(port) (from M(liqo.fabric.verify_services)) is a TCP test instead, a 1 s C(iperf3) client to
+    C(to_address):C(port) (it needs the server M(liqo.fabric.pod_iperf) starts); it returns C(mbit_per_s).
+  - Read only, it sends ICMP echo requests (or the TCP test) and changes nothing. The probes come from
+    M(liqo.fabric.verify_plan).
 author: liqo.fabric developers (@liqo-fabric)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
@@ -27,9 +30,11 @@ attributes:
 requirements:
   - pyroute2
   - ping (iputils)
+  - iperf3 (TCP probes only)
 options:
   probes:
-    description: Probes (C(from_address), C(to_address), C(size) and any other keys, returned as given).
+    description: Probes (C(from_address), C(to_address), C(size), C(port) for a TCP probe, and any other keys, returned as
+      given).
     type: list
     elements: dict
     required: true
@@ -62,6 +67,7 @@ results:
   elements: dict
 """
 
+import json
 import re
 from concurrent.futures import ThreadPoolExecutor
 
@@ -72,11 +78,33 @@ from ansible_collections.liqo.fabric.plugins.module_utils import pod_netns
 RTT = re.compile(r"= [\d.]+/([\d.]+)/")
 
 
+def tcp(probe, where, timeout, out):
+    """A TCP probe: a 1 s iperf3 test to to_address:port (an iperf3 server of liqo.fabric.pod_iperf)."""
+    argv = ["iperf3", "-c", probe["to_address"], "-p", str(probe["port"]), "-t", "1", "-J",
+            "--connect-timeout", str(timeout * 1000)]
+    rc, text = 1, ""
+    try:
+        rc, text = pod_netns.run_in(where.get(probe.get("from_address")), argv, timeout + 15)
+        data = json.loads(text)
+    except ValueError:
+        data = {"error": text.strip() or "iperf3 printed nothing"}
+    except Exception as exc:  # pylint: disable=broad-except  # reported per probe
+        data = {"error": str(exc)}
+    if rc != 0 or data.get("error"):
+        out["error"] = "TCP to %s:%s: %s" % (probe["to_address"], probe["port"], data.get("error") or "iperf3 failed")
+        return out
+    out["ok"] = True
+    out["mbit_per_s"] = round(data["end"]["sum_received"]["bits_per_second"] / 1e6, 1)
+    return out
+
+
 def one(probe, where, count, timeout):
     out = dict(probe, ok=False, rtt_ms=None, error=None)
     if probe.get("from_address") and probe["from_address"] not in where:
         out["error"] = "pod %s's network namespace is not attached to this host" % probe["from_address"]
         return out
+    if probe.get("port"):
+        return tcp(probe, where, timeout, out)
     argv = ["ping", "-n", "-q", "-c", str(count), "-i", "0.01", "-W", str(timeout), "-M", "do", "-s", str(probe["size"]),
             probe["to_address"]]
     try:

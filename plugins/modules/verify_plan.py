@@ -85,7 +85,7 @@ from ansible_collections.liqo.fabric.plugins.module_utils.gateway import KINDS, 
 from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import (
     KUBE_ARG_SPEC, REMOTE_CLUSTER_ID_LABEL, Kube, with_kube)
 
-GATEWAY_HOST_LABEL = "liqo.io/gateway-host"
+GATEWAY_HOST_LABEL = verify.GATEWAY_HOST_LABEL
 ROLES = {"GatewayServer": "Server", "GatewayClient": "Client"}
 
 

@@ -548,6 +548,37 @@ def test_pod_to_pod_across_clusters_at_the_remapped_address(connected, installed
     FIGURES["pod pairs checked both ways (ICMP, 1,400-byte ICMP and TCP)"] = checked
 
 
+def test_verify_reaches_remote_pods_through_clusterip_and_nodeport_services(connected, installed):
+    """Issue 21, liqo.fabric.verify -e services=true on real-node clusters: from a pod of each cluster, TCP through a
+    ClusterIP and a NodePort Service of its own cluster whose only endpoint is a remote pod at its remapped address
+    (as Liqo's reflection makes them): kube-proxy's DNAT (and masquerade, for the NodePort) in front of the fabric.
+    The Services and Endpoints are gone after the run."""
+    from tests.e2e.fabric import playbook  # pylint: disable=import-outside-toplevel
+    a, b = installed["a"], installed["b"]
+    for c in (a, b):
+        wait_for(lambda c=c: len(workload_pods(c)) == len(c.nodes), timeout=120, what=f"{c.name}: a workload pod per node")
+    t0 = time.monotonic()
+    proc = playbook("verify", installed.inventory_path, check=False, kubeconfig=a.kubeconfig,
+                    remote_kubeconfig=b.kubeconfig, nodes_group="cluster_a_nodes", remote_nodes_group="cluster_b_nodes",
+                    services=True)
+    FIGURES["verify with the Service probes, both ways (s)"] = round(time.monotonic() - t0, 1)
+    lines = [x.strip().strip('",') for x in proc.stdout.splitlines()]
+    rows = [x for x in lines if re.match(r"^(PASS|FAIL)  ", x)]
+    service_rows = [x for x in rows if "Service liqo/liqo-fabric-verify" in x]
+    print("\n".join(rows + [x for x in lines if re.match(r"^\d+ probes, ", x)]), flush=True)
+    # both directions, each through the ClusterIP and the NodePort
+    assert len(service_rows) == 4, proc.stdout[-4000:]
+    for cluster, peer in (("local", "remote"), ("remote", "local")):
+        mine = [x for x in service_rows if x.split()[1:4] == [cluster, "->", peer]]
+        assert sorted("ClusterIP" in x for x in mine) == [False, True], service_rows
+    failed = [x for x in service_rows if not x.startswith("PASS")]
+    assert not failed, "\n".join(failed)
+    FIGURES["verify: probes that failed (pings and Services)"] = len([x for x in rows if x.startswith("FAIL")])
+    for c in (a, b):
+        assert kubectl(c, "get", "service,endpoints", "-n", "liqo", "-l", "liqo.io/fabric-verify=true", "-o", "name",
+                       check=False).stdout.strip() == "", c.name
+
+
 def test_node_agents_hold_the_overlay_of_their_own_node(connected, installed):
     """Every node agent applied node_overlay to its own node: a link to the gateway pod's IP, table 18952 and the
     rules; the gateway pod holds a link to every node."""
