@@ -124,6 +124,9 @@ def _one_port(endpoint, scalar, plural, where):
 
 
 SERVICE_TYPES = ("ClusterIP", "NodePort", "LoadBalancer")
+# Errors in the gateway's own fields (or its key Secret): the run fails for it, so the controller sets it Degraded
+REFUSAL_REASONS = ("InvalidEndpoint", "UnsupportedServiceType", "UnsupportedProtocol", "AmbiguousPublicKey",
+                   "SecretNotFound", "InvalidSecretKey")
 
 
 def endpoint_spec(gateway):

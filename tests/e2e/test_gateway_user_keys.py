@@ -117,7 +117,9 @@ def test_missing_user_secret_is_an_error_naming_the_field(lab):
     ref = ["gatewayservers.%s" % GROUP, server["metadata"]["name"], "-n", server["metadata"]["namespace"]]
     kubectl(b, "patch", *ref, "--type", "merge", "-p", json.dumps({"spec": {"secretRef": {"name": "absent"}}}))
     try:
-        _reconcile("b", lab, wait=2)
+        proc = _reconcile("b", lab, wait=2, check=False)
+        out = proc.stdout + proc.stderr
+        assert proc.returncode != 0 and "spec.secretRef: Secret" in out and "absent" in out
         cond = _established(_connection(b))
         assert _connection(b)["status"]["value"] == "Error" and cond["reason"] == "SecretNotFound", cond
         assert cond["message"].startswith("spec.secretRef")
