@@ -286,7 +286,11 @@ class Engine:
         for cand in list(inf.cache.values()):
             cmeta = cand.get("metadata") or {}
             for r in rels:
-                if r.labels:
+                if r.namespace:
+                    if cmeta.get("namespace") == meta.get("namespace"):
+                        out.append(cand)
+                        break
+                elif r.labels:
                     if cmeta.get("namespace") != meta.get("namespace"):
                         continue
                     versions = [obj] + ([old] if old else [])
@@ -340,7 +344,10 @@ class Engine:
             inf = cs.informers.get(r.kind)
             if inf is None:
                 continue
-            if r.labels:
+            if r.namespace:
+                rel = sorted((obj_key(o), hashing.project(o, r.inputs)) for o in list(inf.cache.values())
+                             if (o.get("metadata") or {}).get("namespace") == ns)
+            elif r.labels:
                 want = {lb: (meta.get("labels") or {}).get(lb) for lb in r.labels}
                 rel = sorted((obj_key(o), hashing.project(o, r.inputs)) for o in list(inf.cache.values())
                              if (o.get("metadata") or {}).get("namespace") == ns and all(

@@ -73,6 +73,7 @@ class Related:
     labels: tuple = ()          # match: same values of these labels (and the same namespace)
     ref: Optional[str] = None   # match: the owner's field (e.g. spec.serverTemplateRef) names the related object
     inputs: tuple = ("spec",)   # what of the related object enters the owner's input hash
+    namespace: bool = False     # match: every object of the kind in the owner's namespace
 
 
 @dataclasses.dataclass(frozen=True)
@@ -229,17 +230,23 @@ def parse_entry(raw: Any, i: int, playbook_dir: Optional[str]) -> WatchEntry:
     rel = []
     for j, r in enumerate(raw.get("related") or []):
         w = f"{where}.related[{j}]"
-        if not isinstance(r, dict) or set(r) - {"kind", "labels", "ref", "inputs"}:
-            raise WatchMapError(f"{w}: must be a mapping with kind and labels or ref (and optional inputs)")
+        if not isinstance(r, dict) or set(r) - {"kind", "labels", "ref", "namespace", "inputs"}:
+            raise WatchMapError(f"{w}: must be a mapping with kind and labels, ref or namespace (and optional inputs)")
         if r.get("kind") not in RESOURCES:
             raise WatchMapError(f"{w}.kind: {r.get('kind')!r} is not a known kind")
         labels = _fields(r["labels"], f"{w}.labels") if "labels" in r else ()
         ref = r.get("ref")
-        if bool(labels) == bool(ref):
-            raise WatchMapError(f"{w}: give exactly one of labels (same label values, same namespace) or ref")
+        in_namespace = r.get("namespace", False)
+        if not isinstance(in_namespace, bool):
+            raise WatchMapError(f"{w}.namespace: {in_namespace!r} must be true or false")
+        if [bool(labels), bool(ref), in_namespace].count(True) != 1:
+            raise WatchMapError(f"{w}: give exactly one of labels (same label values, same namespace), ref or"
+                                " namespace: true (every object of the namespace)")
+        if in_namespace and not (res.namespaced and RESOURCES[r["kind"]].namespaced):
+            raise WatchMapError(f"{w}.namespace: {kind} or {r['kind']} is cluster-scoped")
         if ref is not None and not isinstance(ref, str):
             raise WatchMapError(f"{w}.ref: {ref!r} must be a field path like spec.serverTemplateRef")
-        rel.append(Related(r["kind"], labels, ref, _fields(r.get("inputs", ["spec"]), f"{w}.inputs")))
+        rel.append(Related(r["kind"], labels, ref, _fields(r.get("inputs", ["spec"]), f"{w}.inputs"), in_namespace))
     kw["related"] = tuple(rel)
     if raw.get("drift") is not None:
         d = raw["drift"]

@@ -10,7 +10,8 @@ from __future__ import annotations
 import email.utils
 import ipaddress
 
-from ansible_collections.liqo.fabric.plugins.module_utils.gateway import MTU_ANNOTATION, secret_name
+from ansible_collections.liqo.fabric.plugins.module_utils.gateway import (
+    MTU_ANNOTATION, peer_public_key, secret_name, user_secret_name)
 from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import PLURALS, REMOTE_CLUSTER_ID_LABEL
 
 GROUP = "networking.liqo.io"
@@ -83,25 +84,28 @@ def configuration_checks(where, confs, reconcile_fix):
     return out
 
 
-def gateway_checks(where, gateways, secrets, public_keys, connections, gateway_fix):
-    """Per gateway: its key Secret, the peer's PublicKey, equal MTUs, its Connection."""
+def gateway_checks(where, gateways, secrets, public_keys, connections, gateway_fix, local_cluster_id=None):
+    """Per gateway: its key Secret (the fabric's or the user's spec.secretRef), the peer's PublicKey (matched
+    as the gateway matches it: gateway.peer_public_key), equal MTUs, its Connection."""
     out = []
     secret_by_name = {(s["metadata"]["namespace"], s["metadata"]["name"]): s for s in secrets}
     for gw in gateways:
         meta, spec = gw["metadata"], gw.get("spec") or {}
         ns, kind, ref = meta["namespace"], gw["kind"], _ref(gw)
-        sname = secret_name(kind, meta["name"])
+        sname = user_secret_name(gw) or secret_name(kind, meta["name"])
         data = (secret_by_name.get((ns, sname)) or {}).get("data") or {}
+        needed = ("privateKey",) if user_secret_name(gw) else ("privateKey", "publicKey")
         out.append(check(where, "gateway keys present", "%s (Secret %s/%s)" % (ref, ns, sname),
-                         "privateKey" in data and "publicKey" in data, "privateKey and publicKey set (not shown)",
+                         all(k in data for k in needed), "%s set (not shown)" % " and ".join(needed),
                          "the key Secret is missing or incomplete: the gateway was never planned, or it was deleted",
                          gateway_fix))
         remote = _remote_id(gw)
-        pks = [p for p in public_keys if _remote_id(p) == remote and p["metadata"]["namespace"] == ns] or \
-              [p for p in public_keys if _remote_id(p) == remote]
+        found, ambiguous = peer_public_key(public_keys, gw, local_cluster_id,
+                                           [g for g in gateways if g["metadata"]["namespace"] == ns])
+        pks = [found] if found else []
         out.append(check(where, "peer's PublicKey present", "%s (%s=%s)" % (ref, REMOTE_CLUSTER_ID_LABEL, remote),
-                         bool(pks), ", ".join(_ref(p) for p in pks),
-                         "the remote cluster's PublicKey was not applied here",
+                         bool(pks), ", ".join(_ref(p) for p in pks) or ambiguous or "",
+                         ambiguous or "the remote cluster's PublicKey was not applied here (in namespace %s)" % ns,
                          "apply the PublicKey the peer generates (ansible-playbook liqo.fabric.generate_publickey on it)"))
         if pks:
             remote_mtu = ((pks[0]["metadata"].get("annotations") or {}).get(MTU_ANNOTATION))

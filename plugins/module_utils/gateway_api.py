@@ -8,7 +8,8 @@ from __future__ import annotations
 import base64
 
 from ansible_collections.liqo.fabric.plugins.module_utils.gateway import (
-    KEY_SECRET_LABEL, KINDS, connection_object, plan)
+    KEY_SECRET_LABEL, KINDS, connection_object, plan, user_secret_name)
+from ansible_collections.liqo.fabric.plugins.module_utils.gateway_keys import GatewayKeyError, keys_from_secret
 from ansible_collections.liqo.fabric.plugins.module_utils.gateway_template import TemplateError, render_gateway_template
 from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import (
     ApiException, REMOTE_CLUSTER_ID_LABEL, now_rfc3339, set_condition)
@@ -35,14 +36,36 @@ def _owner_ref(gateway):
 
 
 def existing_public_key(kube, gateway, secret_name):
-    """The public key of the gateway's key Secret, None when it has none yet."""
+    """The public key of the gateway's key Secret, None when it has none yet (or the user's is unusable)."""
+    if user_secret_name(gateway):
+        try:
+            return user_keys(kube, gateway)[0]
+        except GatewayKeyError:
+            return None
     data = (kube.get("Secret", gateway["metadata"]["namespace"], secret_name) or {}).get("data") or {}
     return base64.b64decode(data["publicKey"]).decode() if "publicKey" in data else None
 
 
+def user_keys(kube, gateway):
+    """(public key, private key) from the user's Secret named by spec.secretRef (never written here).
+    Raises GatewayKeyError naming the field and the Secret."""
+    ns, name = gateway["metadata"]["namespace"], user_secret_name(gateway)
+    secret = kube.get("Secret", ns, name)
+    if secret is None:
+        raise GatewayKeyError("SecretNotFound", "spec.secretRef: Secret %s/%s of %s %s not found (it must hold the"
+                              " gateway's WireGuard private key in data.privateKey)"
+                              % (ns, name, gateway["kind"], gateway["metadata"]["name"]))
+    return keys_from_secret(secret, gateway["kind"], ns, gateway["metadata"]["name"])
+
+
 def ensure_key_secret(kube, gateway, secret_name, check_mode=False):
     """Keys of the gateway, creating its key Secret once (private key generated here, written only to the
-    Secret). Returns (public_key, private_key, created); the keys are None in check mode before creation."""
+    Secret). Returns (public_key, private_key, created); the keys are None in check mode before creation.
+    A gateway with spec.secretRef uses the user's keys: nothing is generated or written (GatewayKeyError
+    when they cannot be used)."""
+    if user_secret_name(gateway):
+        public, private = user_keys(kube, gateway)
+        return public, private, False
     ns = gateway["metadata"]["namespace"]
     secret = kube.get("Secret", ns, secret_name)
     data = (secret or {}).get("data") or {}
@@ -76,18 +99,38 @@ def gateway_plans(kube, endpoint_address, internal_cidr, namespace=None, name=No
     gateways = list_gateways(kube, namespace, name, kinds)
     confs = kube.list("Configuration")
     pks = kube.list("PublicKey")
+    siblings = {}
     plans, keys, changed = [], {}, False
     for gw in gateways:
-        p = plan(gw, confs, pks, cluster_id, endpoint_address, internal_cidr)
+        ns = gw["metadata"]["namespace"]
+        if ns not in siblings:
+            siblings[ns] = list_gateways(kube, ns)
+        p = plan(gw, confs, pks, cluster_id, endpoint_address, internal_cidr, namespace_gateways=siblings[ns])
         if validate:
             check_manifests(kube, gw, p)
-        if p["error"] and p["error"]["reason"] in MANIFEST_REASONS:  # never built: no key Secret written
+        if p["error"] and p["error"]["reason"] in MANIFEST_REASONS + KEY_REASONS:  # never built: no key Secret written
             p["public_key"] = existing_public_key(kube, gw, p["secret_name"])
         else:
-            p["public_key"], keys[p["interface"]], created = ensure_key_secret(kube, gw, p["secret_name"], check_mode)
+            try:
+                p["public_key"], keys[p["interface"]], created = ensure_key_secret(kube, gw, p["secret_name"], check_mode)
+            except GatewayKeyError as exc:
+                key_error(p, exc)
+                created = False
             changed = changed or created
         plans.append(p)
     return plans, keys, changed
+
+
+KEY_REASONS = ("SecretNotFound", "InvalidSecretKey")
+
+
+def key_error(plan_, exc):
+    """Marks the plan an error (not ready): the user's key Secret cannot be used. Its earlier error is kept."""
+    if not plan_.get("error") or plan_["error"]["reason"] == "MTUMismatch":
+        plan_["error"] = {"reason": exc.reason, "message": str(exc)}
+    plan_["ready"] = False
+    plan_["peer"] = None
+    return plan_
 
 
 MANIFEST_REASONS = ("InvalidGatewayTemplate", "GatewayManifestRejected")
@@ -98,12 +141,19 @@ def built_gateways(kube, cluster_id, configurations):
     deleted, ready, manifests valid. Read-only: no key Secret is created."""
     pks = None
     out = []
-    for gw in list_gateways(kube):
+    gateways = list_gateways(kube)
+    for gw in gateways:
         if gw["metadata"].get("deletionTimestamp"):
             continue
         if pks is None:
             pks = kube.list("PublicKey")
-        p = plan(gw, configurations, pks, cluster_id, None, need_endpoint=False)
+        p = plan(gw, configurations, pks, cluster_id, None, need_endpoint=False,
+                 namespace_gateways=[g for g in gateways if g["metadata"]["namespace"] == gw["metadata"]["namespace"]])
+        if p["ready"] and user_secret_name(gw):
+            try:
+                user_keys(kube, gw)
+            except GatewayKeyError as exc:
+                key_error(p, exc)
         if p["ready"] and check_manifests(kube, gw, p)["ready"]:
             out.append(p)
     return out
@@ -160,10 +210,28 @@ def render_manifests(kube, gateway, plan_):
     spec = rendered.get("spec") or {}
     out = []
     if spec.get("service"):
-        out.append(dict(spec["service"], apiVersion="v1", kind="Service"))
+        out.append(service_with_gateway_fields(dict(spec["service"], apiVersion="v1", kind="Service"), gateway))
     if spec.get("deployment"):
         out.append(dict(spec["deployment"], apiVersion="apps/v1", kind="Deployment"))
     return out, None
+
+
+def service_with_gateway_fields(service, gateway):
+    """The rendered Service with the GatewayServer's own Service fields, whatever the template says:
+    spec.serviceLabels / spec.serviceAnnotations merged into its metadata (they win over the template's, as in
+    Liqo) and spec.endpoint.loadBalancerIP set on a LoadBalancer Service (endpoint_spec refuses it otherwise)."""
+    spec = gateway.get("spec") or {}
+    meta = dict(service.get("metadata") or {})
+    for field, key in (("serviceLabels", "labels"), ("serviceAnnotations", "annotations")):
+        extra = spec.get(field) or {}
+        if extra:
+            meta[key] = dict(meta.get(key) or {}, **dict((str(k), str(v)) for k, v in extra.items()))
+    service = dict(service, metadata=meta)
+    lb_ip = (spec.get("endpoint") or {}).get("loadBalancerIP")
+    svc_spec = service.get("spec") or {}
+    if lb_ip and svc_spec.get("type") == "LoadBalancer":
+        service["spec"] = dict(svc_spec, loadBalancerIP=lb_ip)
+    return service
 
 
 def _strip_times(conditions):

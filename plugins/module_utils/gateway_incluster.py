@@ -19,7 +19,9 @@ import base64
 
 from ansible_collections.liqo.fabric.plugins.module_utils.gateway import KINDS, plan
 from ansible_collections.liqo.fabric.plugins.module_utils.gateway_api import (
-    MANIFEST_REASONS, _owner_ref, ensure_key_secret, manifest_problem, render_manifests)
+    MANIFEST_REASONS, _owner_ref, ensure_key_secret, key_error, list_gateways, manifest_problem, render_manifests,
+    user_keys)
+from ansible_collections.liqo.fabric.plugins.module_utils.gateway_keys import GatewayKeyError
 from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import ApiException, KubeError
 
 FIELD_MANAGER = "liqo-fabric-controller"
@@ -39,7 +41,7 @@ def _plan(kube, gw, endpoint_address, internal_cidr, need_endpoint):
     gateway's ServiceAccount may read)."""
     ns = gw["metadata"]["namespace"]
     return plan(gw, kube.list("Configuration", ns), kube.list("PublicKey", ns), kube.cluster_id(), endpoint_address,
-                internal_cidr, need_endpoint=need_endpoint)
+                internal_cidr, need_endpoint=need_endpoint, namespace_gateways=list_gateways(kube, ns))
 
 
 def controller_side(kube, kind, namespace, name, internal_cidr, check_mode=False):
@@ -54,7 +56,11 @@ def controller_side(kube, kind, namespace, name, internal_cidr, check_mode=False
     problem = manifest_problem(kube, gw, p)
     if problem:
         return {"plan": p, "applied": [], "changed": False, "error": {"reason": problem[0], "message": problem[1]}}
-    p["public_key"], _private, created = ensure_key_secret(kube, gw, p["secret_name"], check_mode)
+    try:
+        p["public_key"], _private, created = ensure_key_secret(kube, gw, p["secret_name"], check_mode)
+    except GatewayKeyError as exc:
+        key_error(p, exc)
+        return {"plan": p, "applied": [], "changed": False, "error": p["error"]}
     objs, error = render_manifests(kube, gw, p)
     if error:
         return {"plan": p, "applied": [], "changed": created, "error": {"reason": MANIFEST_REASONS[0], "message": error}}
@@ -155,9 +161,15 @@ def pod_side(kube, kind, namespace, name, node_name, internal_cidr):
             p["status"].pop("endpoint", None)
             if not p["error"]:
                 p["waiting"], p["ready"] = {"reason": "WaitingForService", "message": waiting}, False
+    keys = {}
+    if p["user_secret"]:
+        try:
+            p["public_key"], keys[p["interface"]] = user_keys(kube, gw)
+        except GatewayKeyError as exc:
+            key_error(p, exc)
+        return [p], keys
     secret = kube.get("Secret", namespace, p["secret_name"])
     data = (secret or {}).get("data") or {}
-    keys = {}
     if "privateKey" in data and "publicKey" in data:
         p["public_key"] = base64.b64decode(data["publicKey"]).decode()
         keys[p["interface"]] = base64.b64decode(data["privateKey"]).decode()

@@ -14,6 +14,10 @@ gateway templates use, so Liqo-style templates render unchanged:
   ``spec.endpoint.loadBalancerIP``); a missing field renders empty;
 * ``{{ index .Spec.Endpoint.Addresses 0 }}``: one element of a list.
 
+``.Spec.Endpoint.Port`` / ``.Spec.Endpoint.NodePort`` of a gateway written with Liqo's single-element
+``ports`` / ``nodePorts`` lists render that element (more than one is refused before rendering, see
+gateway.endpoint_spec).
+
 A string that is exactly one placeholder takes the value's own type (``port: "{{ .Spec.Endpoint.Port }}"``
 renders the integer 51820), except under ``labels`` / ``annotations`` and for ``metadata.name`` /
 ``metadata.namespace``, which stay strings. Inside longer strings lists join with ``,`` and booleans
@@ -51,6 +55,15 @@ def template_data(gateway):
     status = gateway.get("status") or {}
     labels = meta.get("labels") or {}
     secret = (spec.get("secretRef") or {}).get("name") or (status.get("secretRef") or {}).get("name") or ""
+    endpoint = spec.get("endpoint")
+    if isinstance(endpoint, dict):
+        # Liqo's v1beta1 lists of one stand for the single port: '{{ .Spec.Endpoint.Port }}' renders ports[0]
+        endpoint = dict(endpoint)
+        for scalar, plural in (("port", "ports"), ("nodePort", "nodePorts")):
+            values = endpoint.get(plural)
+            if not endpoint.get(scalar) and isinstance(values, list) and len(values) == 1:
+                endpoint[scalar] = values[0]
+        spec = dict(spec, endpoint=endpoint)
     return {
         "Name": meta.get("name") or "",
         "Namespace": meta.get("namespace") or "",

@@ -315,6 +315,11 @@ class Ipam:
 
     # ----- public API
     def _check_remote(self, cidr, path):
+        if isinstance(cidr, list):  # Liqo's v1beta1 shape: a list; one CIDR per Configuration here
+            if len(cidr) != 1:
+                raise InvalidCidrError("%s: %s has %d CIDRs; give exactly one (one Configuration per remote CIDR)"
+                                       % (path, cidr, len(cidr)), path, str(cidr))
+            cidr = cidr[0]
         net = parse_cidr(cidr, path)
         if net.prefixlen < self._min_prefixlen:
             pools = ", ".join(self.config["pools"])
@@ -538,7 +543,8 @@ class Ipam:
         for conf in sorted(configurations, key=_conf_sort_key):
             owner = configuration_owner(conf)
             spec = ((conf.get("spec") or {}).get("remote") or {}).get("cidr") or {}
-            status = (((conf.get("status") or {}).get("remote") or {}).get("cidr")) or {}
+            status = dict((f, v[0] if isinstance(v, list) and len(v) == 1 else v) for f, v in
+                          ((((conf.get("status") or {}).get("remote") or {}).get("cidr")) or {}).items())
             try:
                 wanted = dict((f, self._check_remote(spec[f], "spec.remote.cidr.%s" % f)) for f in FIELDS if spec.get(f) is not None)
             except IpamError as exc:

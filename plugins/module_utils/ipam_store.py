@@ -125,8 +125,10 @@ def _desired_status(conf, outcome):
         conditions, dummy = set_condition(status.get("conditions"), CONDITION, "False", outcome.reason,
                                           str(outcome), generation)
     else:
-        status["remote"] = {"cidr": dict(outcome)}
-        spec_pod = ((conf.get("spec") or {}).get("remote") or {}).get("cidr", {}).get("pod")
+        spec_cidr = ((conf.get("spec") or {}).get("remote") or {}).get("cidr") or {}
+        # the status in the spec's shape: one CIDR string (v1alpha1, the seeds) or a list of one (Liqo's v1beta1)
+        status["remote"] = {"cidr": dict((f, [v] if isinstance(spec_cidr.get(f), list) else v) for f, v in outcome.items())}
+        spec_pod = spec_cidr.get("pod")
         conditions, dummy = set_condition(status.get("conditions"), CONDITION, "True", "Allocated",
                                           "pod CIDR %s remapped to %s" % (spec_pod, outcome.get("pod")), generation)
     status["conditions"] = conditions

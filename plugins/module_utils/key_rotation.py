@@ -93,6 +93,12 @@ def schedule(gateway, secret, now):
     except RotationError as exc:
         out["error"] = str(exc)
         return out
+    user_secret = ((gateway.get("spec") or {}).get("secretRef") or {}).get("name")
+    if out["period"] is not None and user_secret:
+        out["error"] = ("metadata.annotations[%s]: the gateway's keys are the user's (spec.secretRef: Secret %s), which"
+                        " the fabric never writes; rotate them by writing a new privateKey into that Secret, or remove"
+                        " spec.secretRef" % (PERIOD_ANNOTATION, user_secret))
+        return out
     if out["period"] is None or not secret:
         return out
     meta = secret.get("metadata") or {}
@@ -132,6 +138,11 @@ def find_gateway(kube, namespace, remote_cluster_id):
 
 
 def _secret(kube, gateway):
+    user_secret = ((gateway.get("spec") or {}).get("secretRef") or {}).get("name")
+    if user_secret:
+        raise RotationError("spec.secretRef: the keys of %s %s/%s are the user's (Secret %s), which the fabric never"
+                            " writes; rotate them by writing a new privateKey into that Secret"
+                            % (gateway["kind"], gateway["metadata"]["namespace"], gateway["metadata"]["name"], user_secret))
     ns, name = gateway["metadata"]["namespace"], secret_name(gateway["kind"], gateway["metadata"]["name"])
     sec = kube.get("Secret", ns, name)
     data = (sec or {}).get("data") or {}

@@ -92,7 +92,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.liqo.fabric.plugins.module_utils import diagnose
-from ansible_collections.liqo.fabric.plugins.module_utils.gateway import KEY_SECRET_LABEL, KINDS
+from ansible_collections.liqo.fabric.plugins.module_utils.gateway import KEY_SECRET_LABEL, KINDS, user_secret_name
 from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import KUBE_ARG_SPEC, Kube, KubeError, with_kube
 
 
@@ -106,9 +106,14 @@ def gather(kube, p):
     checks += diagnose.configuration_checks(where, kube.list("Configuration"),
                                             "ansible-playbook liqo.fabric.reconcile_ipam %s" % kc)
     gateways = [dict(g, kind=k) for k in KINDS for g in kube.list(k)]
-    checks += diagnose.gateway_checks(where, gateways, kube.list("Secret", label_selector=KEY_SECRET_LABEL + "=true"),
-                                      kube.list("PublicKey"), kube.list("Connection"),
-                                      "ansible-playbook -i INVENTORY liqo.fabric.reconcile_gateway %s -e gateway_group=..." % kc)
+    secrets = kube.list("Secret", label_selector=KEY_SECRET_LABEL + "=true")
+    for g in gateways:  # the users' own key Secrets (spec.secretRef)
+        name = user_secret_name(g)
+        if name and kube.get("Secret", g["metadata"]["namespace"], name):
+            secrets.append(kube.get("Secret", g["metadata"]["namespace"], name))
+    checks += diagnose.gateway_checks(where, gateways, secrets, kube.list("PublicKey"), kube.list("Connection"),
+                                      "ansible-playbook -i INVENTORY liqo.fabric.reconcile_gateway %s -e gateway_group=..." % kc,
+                                      local_cluster_id=kube.cluster_id())
     if p["remote_kubeconfig"]:
         remote = Kube(p["remote_kubeconfig"])
         try:

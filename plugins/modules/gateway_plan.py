@@ -14,9 +14,18 @@ description:
     interface and peer, NAT tunnel, fwmark and routing table) and what it must publish (status, Connection).
   - Creates each gateway's key Secret once (C(wg-server-NAME) / C(wg-client-NAME)), with a private key
     generated inside the module and written only to the Secret; only the public key is returned.
+  - A gateway with C(spec.secretRef) uses the user's own key from that Secret instead (C(data.privateKey) as
+    Liqo stores it, 32 raw bytes, or the base64 text of the key); the public key is derived from it and the
+    Secret is never written. A missing Secret or a key of the wrong length is an C(error) naming the field
+    and the Secret, never the key.
+  - The peer's PublicKey is the one of the gateway's namespace labelled C(liqo.io/remote-cluster-id) with the
+    peer's cluster id (Liqo) or, when the namespace has no other gateway, with this cluster's id (the seeds'
+    example); several candidates are an C(error) (C(AmbiguousPublicKey)), never a guess.
   - A gateway that lacks its Configuration, its remapped CIDRs or the remote PublicKey is returned with
     C(waiting); one with bad input (no remote cluster id label, no server address, an MTU different from the
-    remote's) with C(error). Both carry a reason and a message naming the field.
+    remote's, more than one port in C(spec.endpoint.ports) or C(nodePorts), C(serviceType) ExternalName, a
+    C(loadBalancerIP) without a LoadBalancer Service, a client C(protocol) TCP) with C(error). Both carry a
+    reason and a message naming the field.
 author: liqo.fabric developers (@liqo-fabric)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes

@@ -67,7 +67,9 @@ manifest_error:
   returned: always
   type: str
 errors:
-  description: On a manifest error, C(namespace/name) of the gateway -> its reason and message.
+  description: On a manifest error or a refused field of the gateway (C(spec.endpoint.ports) of more than one port,
+    C(serviceType) ExternalName, C(protocol) TCP, a missing or bad C(spec.secretRef) Secret, an ambiguous PublicKey),
+    C(namespace/name) of the gateway -> its reason and message (the Connection is published first).
   returned: failure
   type: dict
 """
@@ -75,7 +77,7 @@ errors:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import KUBE_ARG_SPEC, with_kube
-from ansible_collections.liqo.fabric.plugins.module_utils.gateway import connection_value
+from ansible_collections.liqo.fabric.plugins.module_utils.gateway import REFUSAL_REASONS, connection_value
 from ansible_collections.liqo.fabric.plugins.module_utils.gateway_api import publish
 
 
@@ -95,9 +97,14 @@ def main():
     value, reason, message = connection_value(p["plan"], p["probe"])
     result = dict(changed=bool(updated), updated=updated, manifest_error=manifest_error,
                   connection={"value": value, "reason": reason, "message": message})
+    plan = p["plan"]
+    # errors: per object, so the controller's Degraded condition carries the reason
+    if (plan.get("error") or {}).get("reason") in REFUSAL_REASONS:
+        # a field of the gateway refused (its Connection says so too)
+        errors = {"%s/%s" % (plan["namespace"], plan["name"]): plan["error"]}
+        module.fail_json(msg="%s %s/%s: %s" % (plan["kind"], plan["namespace"], plan["name"], plan["error"]["message"]),
+                         errors=errors, **result)
     if manifest_error:
-        # errors: per object, so the controller's Degraded condition carries the reason
-        plan = p["plan"]
         reason = (plan.get("error") or {}).get("reason") or "GatewayManifestRejected"
         errors = {"%s/%s" % (plan["namespace"], plan["name"]): {"reason": reason, "message": manifest_error}}
         module.fail_json(msg="gateway manifests: %s" % manifest_error, errors=errors, **result)

@@ -110,6 +110,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import (
     KUBE_ARG_SPEC, LIQO_NAMESPACE, REMOTE_CLUSTER_ID_LABEL, with_kube)
+from ansible_collections.liqo.fabric.plugins.module_utils.gateway import cidr_fields
 from ansible_collections.liqo.fabric.plugins.module_utils.gateway_api import built_gateways
 from ansible_collections.liqo.fabric.plugins.module_utils.overlay_plan import (
     INTERNAL_IP_ANNOTATION, host_digest, plan)
@@ -129,7 +130,7 @@ def gather(kube):
         tunnels.append(gw["interface"])
         peers.add(gw["remote_cluster_id"])
     # only the remote clusters this cluster has a gateway to: a Configuration alone routes nothing
-    remote = sorted({((c.get("status") or {}).get("remote") or {}).get("cidr", {}).get("pod")
+    remote = sorted({cidr_fields(((c.get("status") or {}).get("remote") or {}).get("cidr"))["pod"]
                      for c in confs
                      if (c["metadata"].get("labels") or {}).get(REMOTE_CLUSTER_ID_LABEL) in peers} - {None})
     net = (kube.get("ConfigMap", LIQO_NAMESPACE, "liqo-fabric-network") or {}).get("data") or {}

@@ -108,7 +108,10 @@ spec:
 """)
         wait_for(lambda: kubectl(a, "get", "secret", "wg-client-client", "-n", "default", check=False), 120,
                  what="the client's key Secret")
-        apply_yaml(b, public_key(a, "wg-client-client", a.cluster_id))
+        # b gets the client's key labelled the seeds' way (b's own id: the cluster it is applied to), a gets the
+        # server's key labelled Liqo's way (the owner's id): both match, and the controller re-runs the gateway
+        # of the namespace for either (issue 18)
+        apply_yaml(b, public_key(a, "wg-client-client", b.cluster_id))
         apply_yaml(a, public_key(b, "wg-server-server", b.cluster_id))
 
         def connected():

@@ -129,11 +129,14 @@ def _mutate(kind, field, value, name):
 INVALID = [
     ("Configuration", "spec.remote.cidr.pod", "10.243.0.300/16", "spec.remote.cidr.pod"),
     ("Configuration", "spec.remote.cidr.external", "10.70.0.0/33", "spec.remote.cidr.external"),
+    ("Configuration", "spec.remote.cidr.pod", ["10.243.0.0/16", "10.244.0.0/16"], "spec.remote.cidr.pod"),
+    ("Configuration", "spec.remote.cidr.pod", ["10.243.0.0/33"], "spec.remote.cidr.pod"),
+    ("Configuration", "spec.remote.cidr.pod", 5, "spec.remote.cidr.pod"),
+    ("Configuration", "spec.remote.cidr.pod", {"a": "b"}, "spec.remote.cidr.pod"),
     ("GatewayServer", "spec.mtu", 70000, "spec.mtu"),
     ("GatewayClient", "spec.mtu", 70000, "spec.mtu"),
     ("GatewayServer", "spec.endpoint.port", 0, "spec.endpoint.port"),
     ("GatewayClient", "spec.endpoint.port", 0, "spec.endpoint.port"),
-    ("GatewayServer", "spec.endpoint.serviceType", "ExternalName", "spec.endpoint.serviceType"),
     ("GatewayClient", "spec.endpoint.addresses", ["10.42.3.540"], "spec.endpoint.addresses"),
     ("PublicKey", "spec.publicKey", "GExyYe7RJ3Lo5nQVa6K2Tp9zobXCvWmJawsLxu7hn1=", "spec.publicKey"),
     ("PublicKey", "spec.publicKey", "not-a-key", "spec.publicKey"),
@@ -198,3 +201,140 @@ def test_kubectl_get_prints_the_seed_columns(api):
         assert table[0] == header, plural
         rows = [r for r in table[1:] if r[1] == row[1]]
         assert len(rows) == 1 and rows[0][:-1] == row and re.fullmatch(r"\d+[smhd]\w*", rows[0][-1]), (plural, table)
+
+
+# ------------------------------------------------------------------ issue 18: Liqo-shaped gateways honoured
+LOCAL_ID, PEER_ID = "11111111-aaaa-4bbb-8ccc-000000000001", "22222222-aaaa-4bbb-8ccc-000000000002"
+
+
+def _liqo_objects(raw_server, raw_client):
+    """Liqo-shaped (v1beta1) objects written for this test: keys as Liqo stores them (32 raw bytes), ports lists,
+    serviceLabels/serviceAnnotations, a Configuration without external, PublicKeys in both labellings."""
+    import base64  # pylint: disable=import-outside-toplevel
+    key = "GExyYe7RJ3Lo5nQVa6K2Tp9zobXCvWmJawsLxu7hn10="
+    b1 = GROUP + "/v1beta1"
+    ref = {"apiVersion": b1, "kind": "WgGatewayServerTemplate", "name": "wireguard-server", "namespace": "liqo"}
+    cref = {"apiVersion": b1, "kind": "WgGatewayClientTemplate", "name": "wireguard-client", "namespace": "liqo"}
+    return [
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "liqo-clusterid-configmap", "namespace": "liqo"},
+         "data": {"CLUSTER_ID": LOCAL_ID}},
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "liqo-tenant-s"}},
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "liqo-tenant-c"}},
+        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "gw-keys", "namespace": "liqo-tenant-s"},
+         "data": {"privateKey": base64.b64encode(raw_server).decode()}},
+        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "gw-keys", "namespace": "liqo-tenant-c"},
+         "data": {"privateKey": base64.b64encode(raw_client).decode()}},
+        {"apiVersion": b1, "kind": "GatewayServer",
+         "metadata": {"name": "server", "namespace": "liqo-tenant-s", "labels": {"liqo.io/remote-cluster-id": PEER_ID}},
+         "spec": {"endpoint": {"ports": [51840], "nodePorts": [30840], "serviceType": "NodePort"}, "mtu": 1340,
+                  "secretRef": {"name": "gw-keys"}, "serverTemplateRef": ref,
+                  "serviceLabels": {"team": "net"}, "serviceAnnotations": {"lb.example/type": "nlb"}}},
+        {"apiVersion": b1, "kind": "GatewayClient",
+         "metadata": {"name": "client", "namespace": "liqo-tenant-c", "labels": {"liqo.io/remote-cluster-id": PEER_ID}},
+         "spec": {"endpoint": {"addresses": ["10.42.3.54"], "ports": [32133], "protocol": "UDP"}, "mtu": 1340,
+                  "secretRef": {"name": "gw-keys"}, "clientTemplateRef": cref}},
+    ] + [
+        {"apiVersion": b1, "kind": "Configuration",
+         "metadata": {"name": "peer", "namespace": ns, "labels": {"liqo.io/remote-cluster-id": PEER_ID}},
+         "spec": {"remote": {"cidr": {"pod": "10.243.0.0/16"}}}} for ns in ("liqo-tenant-s", "liqo-tenant-c")
+    ] + [
+        # the seeds' labelling (this cluster's id) in the server's namespace, Liqo's (the owner's) in the client's
+        {"apiVersion": b1, "kind": "PublicKey", "metadata": {"name": "peer", "namespace": "liqo-tenant-s", "labels": {
+            "liqo.io/remote-cluster-id": LOCAL_ID, "networking.liqo.io/gateway-resource": "true"}}, "spec": {"publicKey": key}},
+        {"apiVersion": b1, "kind": "PublicKey", "metadata": {"name": "peer", "namespace": "liqo-tenant-c", "labels": {
+            "liqo.io/remote-cluster-id": PEER_ID, "networking.liqo.io/gateway-resource": "true"}}, "spec": {"publicKey": key}},
+    ]
+
+
+def test_liqo_shaped_gateways_are_honoured(api):
+    """Issue 18: a Liqo-shaped GatewayServer/GatewayClient with secretRef (raw 32-byte keys), ports lists and
+    serviceLabels: the Service and Deployment rendered and applied carry them, the keys are the user's."""
+    from ansible_collections.liqo.fabric.plugins.module_utils import gateway_api, gateway_incluster  # pylint: disable=import-outside-toplevel
+    from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import Kube  # pylint: disable=import-outside-toplevel
+    from ansible_collections.liqo.fabric.plugins.module_utils.wireguard import public_key  # pylint: disable=import-outside-toplevel
+    raw_server, raw_client = os.urandom(32), os.urandom(32)
+    kubectl(api, "create", "namespace", "liqo", check=False)
+    kubectl(api, "apply", "-f", os.path.join(ROOT, "deploy", "templates"))
+    for obj in _liqo_objects(raw_server, raw_client):
+        kubectl(api, "apply", "-f", "-", stdin=yaml.safe_dump(obj))   # a Configuration without external: accepted
+    kube = Kube(api.kubeconfig)
+    import base64  # pylint: disable=import-outside-toplevel
+    server_pub = public_key(base64.b64encode(raw_server).decode())
+    client_pub = public_key(base64.b64encode(raw_client).decode())
+
+    out = gateway_incluster.controller_side(kube, "GatewayServer", "liqo-tenant-s", "server", "10.80.0.0/16")
+    assert out["error"] is None, out["error"]
+    assert sorted(out["applied"]) == ["Deployment/gw-server", "Service/gw-server"]
+    assert out["plan"]["public_key"] == server_pub and out["plan"]["secret_name"] == "gw-keys"
+    svc = json.loads(kubectl(api, "get", "-n", "liqo-tenant-s", "service", "gw-server", "-o", "json").stdout)
+    port = svc["spec"]["ports"][0]
+    assert (svc["spec"]["type"], port["port"], port["targetPort"], port["nodePort"]) == ("NodePort", 51840, 51840, 30840)
+    assert svc["metadata"]["labels"]["team"] == "net" and svc["metadata"]["annotations"]["lb.example/type"] == "nlb"
+    dep = json.loads(kubectl(api, "get", "-n", "liqo-tenant-s", "deployment", "gw-server", "-o", "json").stdout)
+    assert dep["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"] == 51840
+    secrets = kubectl(api, "get", "secrets", "-A", "-o", "name").stdout.split()
+    assert not [s for s in secrets if "wg-server" in s or "wg-client" in s]   # no key generated: the user's are used
+
+    for ns in ("liqo-tenant-s", "liqo-tenant-c"):   # what the IPAM writes
+        kube.patch("Configuration", ns, "peer", {"status": {"remote": {"cidr": {"pod": "10.71.0.0/16"}}}}, subresource="status")
+    out = gateway_incluster.controller_side(kube, "GatewayClient", "liqo-tenant-c", "client", "10.80.0.0/16")
+    assert out["error"] is None, out["error"]
+    plans, keys = gateway_incluster.pod_side(kube, "GatewayClient", "liqo-tenant-c", "client", None, "10.80.0.0/16")
+    assert plans[0]["public_key"] == client_pub and list(keys.values()) == [base64.b64encode(raw_client).decode()]
+    assert plans[0]["peer"]["endpoint"] == "10.42.3.54:32133"
+
+    # the agentless plan: user keys, the port of the list, both PublicKey labellings, no external CIDR
+    plans, keys, changed = gateway_api.gateway_plans(kube, "192.0.2.10", "10.80.0.0/16", namespace="liqo-tenant-s")
+    (p,) = plans
+    assert p["ready"] and not changed, (p["waiting"], p["error"])
+    assert p["listen_port"] == 30840 and p["public_key"] == server_pub and p["peer"]["public_key"].startswith("GExy")
+
+
+@pytest.mark.parametrize("kind, name, patch, reason, field", [
+    ("GatewayServer", "server", {"spec": {"endpoint": {"ports": [51840, 51841], "nodePorts": None}}}, "InvalidEndpoint",
+     "spec.endpoint.ports"),
+    ("GatewayServer", "server", {"spec": {"endpoint": {"serviceType": "ExternalName", "nodePorts": None}}},
+     "UnsupportedServiceType", "spec.endpoint.serviceType"),
+    ("GatewayClient", "client", {"spec": {"endpoint": {"protocol": "TCP"}}}, "UnsupportedProtocol", "spec.endpoint.protocol"),
+    ("GatewayServer", "server", {"spec": {"secretRef": {"name": "absent"}}}, "SecretNotFound", "spec.secretRef"),
+])
+def test_liqo_values_accepted_by_the_api_refused_by_the_gateway(api, kind, name, patch, reason, field):
+    from ansible_collections.liqo.fabric.plugins.module_utils import gateway_incluster  # pylint: disable=import-outside-toplevel
+    from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import Kube  # pylint: disable=import-outside-toplevel
+    ns = "liqo-tenant-s" if kind == "GatewayServer" else "liqo-tenant-c"
+    plural = PLURAL[kind]
+    before = json.loads(kubectl(api, "get", "-n", ns, "%s.v1beta1.%s" % (plural, GROUP), name, "-o", "json").stdout)
+    try:
+        kubectl(api, "patch", "-n", ns, "%s.v1beta1.%s" % (plural, GROUP), name, "--type=merge", "-p", json.dumps(patch))
+        out = gateway_incluster.controller_side(Kube(api.kubeconfig), kind, ns, name, "10.80.0.0/16")
+        assert out["error"]["reason"] == reason and out["error"]["message"].startswith(field), out["error"]
+        assert out["applied"] == []
+    finally:
+        restore = {"spec": before["spec"]}
+        kubectl(api, "patch", "-n", ns, "%s.v1beta1.%s" % (plural, GROUP), name, "--type=merge", "-p", json.dumps(restore))
+
+
+def test_liqo_configuration_with_list_cidrs_and_no_external_is_served(api):
+    """Issue 18: Liqo's v1beta1 Configuration (list CIDRs, spec.local too) and one without external are accepted;
+    the IPAM reads both and writes the remapped CIDRs in the spec's shape."""
+    from ansible_collections.liqo.fabric.plugins.module_utils import ipam_store  # pylint: disable=import-outside-toplevel
+    from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import Kube  # pylint: disable=import-outside-toplevel
+    kubectl(api, "create", "namespace", "liqo", check=False)
+    kubectl(api, "create", "namespace", "liqo-tenant-l", check=False)
+    liqo = {"apiVersion": GROUP + "/v1beta1", "kind": "Configuration",
+            "metadata": {"name": "liqo-shaped", "namespace": "liqo-tenant-l", "labels": {"liqo.io/remote-cluster-id": "peer-l1"}},
+            "spec": {"local": {"cidr": {"pod": ["10.200.0.0/16"], "external": ["10.70.0.0/16"]}},
+                     "remote": {"cidr": {"pod": ["10.243.0.0/16"], "external": ["10.201.0.0/16"]}}}}
+    bare = {"apiVersion": GROUP + "/v1alpha1", "kind": "Configuration",
+            "metadata": {"name": "no-external", "namespace": "liqo-tenant-l", "labels": {"liqo.io/remote-cluster-id": "peer-l2"}},
+            "spec": {"remote": {"cidr": {"pod": "10.244.0.0/16"}}}}
+    for obj in (liqo, bare):
+        kubectl(api, "apply", "-f", "-", stdin=yaml.safe_dump(obj))
+    kube = Kube(api.kubeconfig)
+    ipam_store.reconcile(kube, dict(ipam_store.DEFAULT_LOCAL, pod_cidrs=["10.200.0.0/16"], service_cidr="10.96.0.0/12"),
+                         namespace="liqo-tenant-l")
+    got = {o["metadata"]["name"]: o for o in kube.list("Configuration", "liqo-tenant-l")}
+    assert got["liqo-shaped"]["status"]["remote"]["cidr"] == {"pod": ["10.243.0.0/16"], "external": ["10.201.0.0/16"]}
+    assert got["no-external"]["status"]["remote"]["cidr"] == {"pod": "10.244.0.0/16"}
+    table = _table(kubectl(api, "get", "configurations.%s" % GROUP, "-n", "liqo-tenant-l").stdout)
+    assert ["no-external", "10.244.0.0/16", "10.244.0.0/16"] == table[[r[0] for r in table].index("no-external")][:3]

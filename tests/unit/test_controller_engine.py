@@ -136,6 +136,21 @@ def test_shipped_watch_map_loads():
     assert gw.lock_key("a", {"metadata": {"name": "s"}}) == "a/gateway-host"
     assert [r.kind for r in gw.related] == ["PublicKey", "Configuration", "WgGatewayServerTemplate"]
     assert gw.drift.call is not None and gw.finalizer
+    assert gw.related[0].namespace and not gw.related[0].labels   # PublicKeys: either labelling (issue 18)
+
+
+def test_public_keys_of_the_namespace_relate_to_its_gateways_whatever_their_label():
+    """A PublicKey labelled with this cluster's id (the seeds) enqueues the gateways of its namespace."""
+    import types  # pylint: disable=import-outside-toplevel
+    from controller.engine import Engine  # pylint: disable=import-outside-toplevel
+    gw = {e.kind: e for e in watchmap.load(watchmap.DEFAULT_PATH)}["GatewayServer"]
+    owners = {"ns1/s": {"metadata": {"name": "s", "namespace": "ns1", "labels": {"liqo.io/remote-cluster-id": "peer"}}},
+              "ns2/t": {"metadata": {"name": "t", "namespace": "ns2", "labels": {"liqo.io/remote-cluster-id": "peer"}}}}
+    cs = types.SimpleNamespace(informers={"GatewayServer": types.SimpleNamespace(cache=owners)})
+    pk = {"metadata": {"name": "k", "namespace": "ns1", "labels": {"liqo.io/remote-cluster-id": "this-cluster"}}}
+    rels = [r for r in gw.related if r.kind == "PublicKey"]
+    hits = Engine._related_owners(None, cs, gw, rels, pk, None)  # pylint: disable=protected-access
+    assert [h["metadata"]["name"] for h in hits] == ["s"]
 
 
 @pytest.mark.parametrize("raw,field", [
@@ -147,6 +162,9 @@ def test_shipped_watch_map_loads():
     ({"kind": "Configuration", "vars": {"kubeconfig": "x"}}, "watches[0].vars"),
     ({"kind": "Configuration", "related": [{"kind": "PublicKey"}]}, "watches[0].related[0]"),
     ({"kind": "Configuration", "related": [{"kind": "PublicKey", "labels": ["a"], "ref": "spec.x"}]}, "watches[0].related[0]"),
+    ({"kind": "GatewayServer", "related": [{"kind": "PublicKey", "namespace": "yes"}]}, "watches[0].related[0].namespace"),
+    ({"kind": "GatewayServer", "related": [{"kind": "PublicKey", "namespace": True, "labels": ["a"]}]}, "watches[0].related[0]"),
+    ({"kind": "GatewayServer", "related": [{"kind": "Node", "namespace": True}]}, "watches[0].related[0].namespace"),
     ({"kind": "Configuration", "drift": {"function": "nowhere.mod:fn"}}, "watches[0].drift.function"),
     ({"kind": "Configuration", "finalizer": "a.io/x"}, "watches[0].finalizer"),
     ({"kind": "Configuration", "modes": ["server"]}, "watches[0].modes"),

@@ -179,9 +179,13 @@ INVALID = [
     ("Configuration", "spec.remote.cidr.pod", "10.243.0.300/16"),
     ("Configuration", "spec.remote.cidr.pod", "10.243.0.0/33"),
     ("Configuration", "spec.remote.cidr.pod", "10.243.0.0"),
-    ("Configuration", "spec.remote.cidr.pod", ["10.243.0.0/16"]),
+    ("Configuration", "spec.remote.cidr.pod", ["10.243.0.0/16", "10.244.0.0/16"]),
+    ("Configuration", "spec.remote.cidr.pod", []),
+    ("Configuration", "spec.remote.cidr.pod", ["bogus"]),
+    ("Configuration", "spec.remote.cidr.pod", 5),
+    ("Configuration", "spec.remote.cidr.pod", True),
+    ("Configuration", "spec.remote.cidr.pod", {}),
     ("Configuration", "spec.remote.cidr.external", "fd00::/64"),
-    ("Configuration", "spec.remote.cidr.external", _DELETE),
     ("Configuration", "status.remote.cidr.pod", "10.71.0.0/99"),
     ("Configuration", "status.conditions", [{"type": "Ready", "status": "Maybe", "reason": "X", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]),
     ("GatewayServer", "spec.mtu", 70000),
@@ -191,7 +195,6 @@ INVALID = [
     ("GatewayServer", "spec.endpoint.port", "51820"),
     ("GatewayServer", "spec.endpoint.port", _DELETE),
     ("GatewayServer", "spec.endpoint.ports", [51820, 0]),
-    ("GatewayServer", "spec.endpoint.serviceType", "ExternalName"),
     ("GatewayServer", "spec.endpoint.nodePort", -1),
     ("GatewayServer", "spec.endpoint.nodePort", 65536),
     ("GatewayServer", "spec.endpoint.loadBalancerIP", "1.2.3"),
@@ -201,7 +204,6 @@ INVALID = [
     ("GatewayClient", "spec.endpoint.addresses", ["10.42.3.540"]),
     ("GatewayClient", "spec.endpoint.addresses", []),
     ("GatewayClient", "spec.endpoint.port", 0),
-    ("GatewayClient", "spec.endpoint.protocol", "TCP"),
     ("GatewayClient", "spec.mtu", 70000),
     ("PublicKey", "spec.publicKey", "GExyYe7RJ3Lo5nQVa6K2Tp9zobXCvWmJawsLxu7hn1="),
     ("PublicKey", "spec.publicKey", "GExyYe7RJ3Lo5nQVa6K2Tp9zobXCvWmJawsLxu7hn10"),
@@ -215,6 +217,24 @@ def test_invalid_objects_rejected(kind, field, value):
     obj = _seed(kind)
     _set(obj, field, value)
     assert validate(obj), "schema accepted %s=%r" % (field, value)
+
+
+# Liqo's shape, accepted by the schema; the gateway refuses ExternalName and TCP with a reason (test_gateway_fields)
+LIQO_VALUES = [
+    ("Configuration", "spec.remote.cidr.external", _DELETE),
+    ("Configuration", "spec.remote.cidr.pod", ["10.243.0.0/16"]),
+    ("Configuration", "spec.remote.cidr.external", ["10.70.0.0/16"]),
+    ("Configuration", "status.remote.cidr.pod", ["10.71.0.0/16"]),
+    ("GatewayServer", "spec.endpoint.serviceType", "ExternalName"),
+    ("GatewayClient", "spec.endpoint.protocol", "TCP"),
+]
+
+
+@pytest.mark.parametrize("kind, field, value", LIQO_VALUES, ids=["%s:%s" % (k, f) for k, f, v in LIQO_VALUES])
+def test_liqo_values_accepted_by_the_schema(kind, field, value):
+    obj = _seed(kind)
+    _set(obj, field, value)
+    assert validate(obj) == []
 
 
 def test_port_and_ports_mutually_exclusive_nodeport_zero_allowed():
