@@ -186,3 +186,32 @@ def host_digest(host, table=TABLE):
     state as it was can skip that node (`node_overlay_skip_unchanged`)."""
     text = json.dumps({"host": host, "table": table}, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def pending_hosts(planned, hosts, skip_unchanged=True):
+    """The inventory hosts whose overlay must be applied, in the order given.
+
+    `planned`: the overlay_plan module's result (`digests`: planned digest per Node, `applied`: the digest recorded
+    after each Node's last apply); `hosts`: [[inventory host, Node name or '' for the host's own name], ...].
+    A host is left out only when `skip_unchanged` and its Node's planned digest is the recorded one; a host that is
+    not a Node of the plan stays in, so the apply names it as not a Node of the cluster."""
+    digests = planned.get("digests") or {}
+    recorded = planned.get("applied") or {}
+    out = []
+    for host, node in hosts:
+        node = node or host
+        if not skip_unchanged or node not in digests or recorded.get(node) != digests[node]:
+            out.append(host)
+    return out
+
+
+def record_after(planned, applied, attempted):
+    """The record (Node name -> digest) to keep after a run: the Nodes applied now (`applied`, Node names whose
+    apply succeeded) and the ones that were already recorded with their planned digest and that this run did not
+    try (`attempted`: Node names it tried, successfully or not). A Node whose apply failed, or whose record is
+    stale, has no entry: the next run applies it."""
+    digests = planned.get("digests") or {}
+    recorded = planned.get("applied") or {}
+    applied, attempted = set(applied), set(attempted) | set(applied)
+    return {node: digest for node, digest in sorted(digests.items())
+            if node in applied or (node not in attempted and recorded.get(node) == digest)}

@@ -60,3 +60,28 @@ def test_host_modules_still_fall_back_for_become():
     args = dict(SAFE)
     args.update(transport="liqo.fabric.netns", load_name="liqo.fabric.netns", host_module=True, become=True)
     assert in_process_refusal(**args) == "become is set"
+
+
+def test_preload_imports_the_plugins_module_once_where_the_plugin_loads(monkeypatch):
+    """Issue 20: the per-node module is imported by the process that loads the action plugin (the strategy, in
+    ansible-playbook itself), so each worker forked from it does not import it again; off with the speed paths."""
+    import sys
+    from ansible_collections.liqo.fabric.plugins.plugin_utils import in_process
+    name = "ansible_collections.liqo.fabric.plugins.modules.overlay_dataplane"
+    monkeypatch.delitem(sys.modules, name, raising=False)
+    monkeypatch.setenv("LIQO_FABRIC_SPEED_PATHS", "off")
+    in_process.preload("ansible_collections.liqo.fabric.plugins.action.overlay_dataplane")
+    assert name not in sys.modules
+    monkeypatch.delenv("LIQO_FABRIC_SPEED_PATHS")
+    in_process.preload("ansible_collections.liqo.fabric.plugins.action.overlay_dataplane")
+    assert name in sys.modules
+    in_process.preload("ansible_collections.liqo.fabric.plugins.action.no_such_module")  # left to the run
+
+
+def test_the_overlay_action_plugin_preloads_its_module():
+    import sys
+    from ansible_collections.liqo.fabric.plugins.plugin_utils import speed_paths
+    if speed_paths.off_reason():
+        pytest.skip("speed paths off: %s" % speed_paths.off_reason())
+    import ansible_collections.liqo.fabric.plugins.action.overlay_dataplane  # noqa: F401  pylint: disable=unused-import
+    assert "ansible_collections.liqo.fabric.plugins.modules.overlay_dataplane" in sys.modules
