@@ -10,7 +10,7 @@ export ANSIBLE_HOME := $(CURDIR)/build/ansible-home
 export ANSIBLE_COLLECTIONS_PATH := $(COLL_ROOT)
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: all setup sysdeps nodedeps venv kube image collection demo test lint unit integration e2e molecule sanity bench lab-clean clean
+.PHONY: all setup sysdeps nodedeps venv kube image collection demo test lint unit integration e2e e2e-plain molecule sanity bench lab-clean clean
 
 all: test
 
@@ -70,6 +70,10 @@ integration: setup
 
 e2e: setup
 	@bash hack/run-tests.sh e2e
+
+# the e2e group with the speed paths on private ansible-core internals off (LIQO_FABRIC_SPEED_PATHS=off)
+e2e-plain: setup
+	@bash hack/run-tests.sh e2e-plain
 
 molecule: setup
 	@bash hack/run-tests.sh molecule

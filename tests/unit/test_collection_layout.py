@@ -117,3 +117,40 @@ def test_no_caller_sets_the_old_node_overlay_variables():
     found = [f"{path}:{n}: {line.strip()}" for path in files if not path.startswith("changelogs/")
              for n, line in enumerate(open(os.path.join(ROOT, path), encoding="utf-8"), 1) if old.search(line)]
     assert not found, "\n".join(found)
+
+
+def _sources(*trees):
+    for tree in trees:
+        for dirpath, _dirs, names in os.walk(os.path.join(ROOT, tree)):
+            for name in names:
+                if name.endswith(".py"):
+                    path = os.path.join(dirpath, name)
+                    with open(path, encoding="utf-8") as f:
+                        yield os.path.relpath(path, ROOT), f.read()
+
+
+def test_one_kubernetes_client_for_the_modules_and_the_controller():
+    """Issue 19: one REST client (module_utils/kube_rest.py) for both; the old second client's dead names are gone."""
+    client = re.compile(r"^\s*(import http\.client|from http import client|import urllib\.request|import urllib3|"
+                        r"from urllib3|from kubernetes import client|from kubernetes\.client import ApiClient)", re.M)
+    opened = [path for path, text in _sources("plugins", "controller") if client.search(text)]
+    assert opened == ["plugins/module_utils/kube_rest.py"], opened
+    dead = [path for path, text in _sources("plugins", "controller", "tests")
+            if re.search(r"\b(CORE_PLURALS|KUBERNETES_IMPORT_ERROR)\b", text) and not path.endswith(
+                "test_collection_layout.py")]
+    assert not dead, dead
+    with open(os.path.join(ROOT, "controller", "kubeapi.py"), encoding="utf-8") as f:
+        assert "from ansible_collections.liqo.fabric.plugins.module_utils.kube_rest import" in f.read()
+
+
+def test_readme_configuration_table_is_short():
+    """Issue 19: the README's configuration table has short cells; the detail is in docs/."""
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        text = f.read()
+    section = text[text.index("### Configuration"):]
+    section = section[:section.index("\n#")]
+    rows = [line for line in section.splitlines() if line.startswith("|")]
+    assert len(rows) >= 3
+    long_cells = [c.strip() for row in rows for c in row.strip("|").split("|") if len(c.strip()) > 160]
+    assert not long_cells, long_cells
+    assert "docs/configuration.md" in section

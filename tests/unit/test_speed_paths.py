@@ -92,3 +92,37 @@ def test_controller_runs_cold_on_an_untested_core(tmp_path, monkeypatch, caplog)
         assert "warm runner off" in caplog.text
     finally:
         runner.close()
+
+
+def _table_rows(text, header):
+    """first-column cells of the markdown table whose header row starts with `header`"""
+    lines = text[text.index(header):].splitlines()
+    rows = []
+    for line in lines[2:]:
+        if not line.startswith("|"):
+            break
+        rows.append([c.strip() for c in line.strip("|").split("|")])
+    return rows
+
+
+def test_readme_says_what_each_speed_path_saves_and_costs():
+    root = os.path.join(os.path.dirname(__file__), "..", "..")
+    with open(os.path.join(root, "docs", "speed-paths.md"), encoding="utf-8") as f:
+        documented = [row[0] for row in _table_rows(f.read(), "| path | where |")]
+    with open(os.path.join(root, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    rows = _table_rows(readme, "| path | saves")
+    assert [row[0] for row in rows] == documented and len(documented) == 5
+    for row in rows:
+        assert len(row) == 3 and row[1] and row[2], row
+        assert " s " in row[1] + " ", row  # a measured figure
+    assert "docs/speed-paths.md" in readme and "make e2e-plain" in readme
+
+
+def test_make_e2e_plain_runs_the_e2e_group_with_the_speed_paths_off():
+    root = os.path.join(os.path.dirname(__file__), "..", "..")
+    proc = subprocess.run(["make", "-n", "-C", root, "e2e-plain"], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "hack/run-tests.sh e2e-plain" in proc.stdout
+    with open(os.path.join(root, "hack", "run-tests.sh"), encoding="utf-8") as f:
+        assert "e2e-plain) LIQO_FABRIC_SPEED_PATHS=off pytest_group e2e-plain tests/e2e ;;" in f.read()
