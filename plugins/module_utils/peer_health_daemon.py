@@ -68,6 +68,17 @@ def _start_time(pid):
         return None
 
 
+def _running(pid, start):
+    """The process `pid` started at `start` still runs: it exists and is not a zombie (an exited probe process
+    waits for its reaper, PID 1 or a subreaper, which may take a second or more)."""
+    try:
+        with open("/proc/%d/stat" % pid, encoding="ascii") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return False
+    return len(fields) > 19 and fields[19] == start and fields[0] not in ("Z", "X")
+
+
 def read_pidfile(state_dir, interface):
     """The record of a live probe process of `interface` ({pid, start, config}), else None."""
     pid_path = paths(state_dir, interface)[0]
@@ -78,7 +89,9 @@ def read_pidfile(state_dir, interface):
         return None
     if not isinstance(rec, dict) or not isinstance(rec.get("pid"), int):
         return None
-    return rec if _start_time(rec["pid"]) == rec.get("start") else None
+    # a killed probe is a zombie until its reaper takes it (a second or more here): not alive, so the drift check
+    # sees it gone and start() starts it again at once
+    return rec if _running(rec["pid"], rec.get("start")) else None
 
 
 def running(state_dir):
@@ -101,9 +114,9 @@ def stop(state_dir, interface, timeout=5.0):
         except ProcessLookupError:
             pass
         deadline = time.monotonic() + timeout
-        while _start_time(rec["pid"]) == rec["start"] and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if _start_time(rec["pid"]) == rec["start"]:
+        while _running(rec["pid"], rec["start"]) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if _running(rec["pid"], rec["start"]):
             os.kill(rec["pid"], signal.SIGKILL)
     for p in paths(state_dir, interface):
         try:
@@ -179,6 +192,11 @@ def _detach():
     os.close(null)
 
 
+class _Stopping(BaseException):
+    """Raised in the main thread by the stop signal's handler: ends the probe loop wherever it waits (a
+    BaseException, so the loop's `except Exception` does not take it for a failed probe)."""
+
+
 class _Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self):  # noqa: N802 (http.server API)
         d = self.server.daemon_ref
@@ -246,9 +264,16 @@ class Daemon:
                                       self.counters)])
 
     # --- lifecycle
+    def _on_signal(self, *_args):
+        """SIGTERM/SIGINT: stop now, not at the end of the probe interval the main thread is waiting out (up to
+        `interval`, 1 s by default, for every probe `stop()` ends: disconnect and reset stop them all)."""
+        if not self.stopping.is_set():
+            self.stopping.set()
+            raise _Stopping()
+
     def run(self):
-        signal.signal(signal.SIGTERM, lambda *_a: self.stopping.set())
-        signal.signal(signal.SIGINT, lambda *_a: self.stopping.set())
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
         if os.path.exists(self.sock_path):
             os.unlink(self.sock_path)
         unix = _UnixServer(self.sock_path, _Handler)
@@ -279,6 +304,8 @@ class Daemon:
                     with self.wake:
                         self.dirty = True
                         self.wake.notify()
+        except _Stopping:
+            pass
         finally:
             self.prober.close()
             unix.server_close()

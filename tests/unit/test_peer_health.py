@@ -128,3 +128,19 @@ def test_plans_to_probe_specs():
     assert halt == ["lwg2", "lwg3"]
     with pytest.raises(ph.HealthError, match=r"plans\[0\]"):
         host.from_plans([{"name": "x"}])
+
+
+def test_stop_ends_the_probe_process_without_waiting_out_its_interval(tmp_path):
+    """disconnect and reset stop every probe: the stop signal ends the loop where it waits (here the sleep of an
+    interval of 5 s on an interface that does not exist), not at the end of that interval."""
+    import time  # pylint: disable=import-outside-toplevel
+    from ansible_collections.liqo.fabric.plugins.module_utils import peer_health_daemon as phd  # noqa: E402
+    state_dir = str(tmp_path / "health")
+    spec = {"interface": "lfnone0", "address": "169.254.18.1", "interval": 5.0, "threshold": 3}
+    assert phd.start(spec, state_dir)
+    time.sleep(0.3)  # in its interval's sleep
+    t0 = time.monotonic()
+    assert phd.stop(state_dir, "lfnone0")
+    took = time.monotonic() - t0
+    assert took < 1.0, took
+    assert not os.path.exists(state_dir) and phd.running(state_dir) == []
