@@ -2,6 +2,7 @@
 import collections
 import os
 import sys
+import time
 
 import pytest
 
@@ -30,3 +31,15 @@ def pytest_terminal_summary(terminalreporter):
 def require_root():
     if os.geteuid() != 0:
         pytest.skip("needs root for network namespaces")
+
+
+def process_reaped(pid: int, timeout: float = 10.0) -> bool:
+    """True once `pid` no longer exists. A stopped daemon (double-forked, so PID 1 or a subreaper is its parent)
+    is a zombie until that reaper collects it, which takes a second or more on some machines: the zombie holds
+    nothing, but the test waits for it to be gone all the same."""
+    deadline = time.monotonic() + timeout
+    while os.path.exists(f"/proc/{pid}"):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.conftest import require_root
+from tests.conftest import process_reaped, require_root
 from tests.e2e import fabric
 from tests.e2e.api_forward import ApiIntoNetns
 from tests.e2e.fabric import playbook
@@ -122,4 +122,4 @@ def test_connection_follows_the_remote_gateway_down_and_up(lab):
              **GROUPS)
     for d in (dir_a, dir_b):
         assert not os.path.exists(d) or os.listdir(d) == [], os.listdir(d)
-    assert not os.path.exists(f"/proc/{pid}")
+    assert process_reaped(pid), pid

@@ -13,6 +13,7 @@ import time
 import pytest
 
 from tests.ansible_run import run_module
+from tests.conftest import process_reaped
 from tests.integration.test_gateway_dataplane import build, pair  # noqa: F401 # pylint: disable=unused-import
 from tests.lab import netns
 from ansible_collections.liqo.fabric.plugins.module_utils import peer_health_daemon as phd
@@ -144,4 +145,4 @@ def test_probe_follows_the_peer_down_and_up(pair, tmp_dir):  # noqa: F811
         assert phd.read_pidfile(dirs[side], specs[side]["interface"]) is None
     assert not any(phd.paths(dirs["client"], cif)[0] in p for p in os.listdir(str(tmp_path)))
     assert st["pid"] not in netns.pids_in_netns(pair["client_ns"])
-    assert not os.path.exists(f"/proc/{st['pid']}")
+    assert process_reaped(st["pid"]), st["pid"]
