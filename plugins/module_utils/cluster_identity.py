@@ -12,10 +12,8 @@ import uuid
 
 from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import (
     CLUSTER_ID_CONFIGMAP, LIQO_NAMESPACE, ApiError)
-
-# a DNS-1123 label short enough that liqo-tenant-<name> is one too
-NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,49}[a-z0-9])?$")
-MAX_NAME = 51
+# a DNS-1123 label short enough that liqo-tenant-<name> is one too (tenant_names makes the names)
+from ansible_collections.liqo.fabric.plugins.module_utils.tenant_names import MAX_NAME, NAME_RE
 
 
 class IdentityError(Exception):

@@ -11,6 +11,7 @@ import datetime
 import traceback
 
 from ansible_collections.liqo.fabric.plugins.module_utils.kube_rest import ApiError, Connection, KubeConfigError, Unreachable
+from ansible_collections.liqo.fabric.plugins.module_utils.tenant_names import cluster_label
 
 ApiException = ApiError  # the name the API-side module_utils use
 
@@ -181,7 +182,8 @@ class Kube:
         return self.conn.config.where()
 
     def cluster_identity(self):
-        """(CLUSTER_ID, CLUSTER_NAME) of ConfigMap liqo/liqo-clusterid-configmap (the name defaults to the id)."""
+        """(CLUSTER_ID, CLUSTER_NAME) of ConfigMap liqo/liqo-clusterid-configmap; the name as a DNS label
+        (tenant_names.cluster_label: from the id when the ConfigMap has no CLUSTER_NAME)."""
         cm = self.get("ConfigMap", LIQO_NAMESPACE, CLUSTER_ID_CONFIGMAP)
         if cm is None:
             raise KubeError("cluster identity: ConfigMap %s/%s not found in the cluster of %s (run liqo.fabric.install)"
@@ -190,7 +192,7 @@ class Kube:
         if not data.get("CLUSTER_ID"):
             raise KubeError("cluster identity: ConfigMap %s/%s in the cluster of %s has no CLUSTER_ID"
                             % (LIQO_NAMESPACE, CLUSTER_ID_CONFIGMAP, self.where()))
-        return data["CLUSTER_ID"], data.get("CLUSTER_NAME") or data["CLUSTER_ID"]
+        return data["CLUSTER_ID"], cluster_label(data.get("CLUSTER_NAME"), data["CLUSTER_ID"])
 
     def cluster_id(self):
         return self.cluster_identity()[0]

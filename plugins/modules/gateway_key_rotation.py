@@ -45,7 +45,7 @@ options:
     description: V(prepare), V(promote) - the peer's cluster id (the gateway's C(liqo.io/remote-cluster-id) label).
     type: str
   name:
-    description: V(announce), V(adopt) - the PublicKey's name (this cluster's id in the peer's cluster).
+    description: V(announce), V(adopt) - the PublicKey's name (this cluster's name in the peer's cluster).
     type: str
   next_public_key:
     description:

@@ -76,6 +76,11 @@ def kube(cluster):
     return _CLIENTS[cluster.kubeconfig]
 
 
+def conf_name(cluster):
+    """The name of the cluster's generated Configuration: its friendly name (CLUSTER_NAME, which install wrote)."""
+    return kube(cluster).cluster_identity()[1]
+
+
 def ensure_namespace(k, name):
     k.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
 
@@ -192,7 +197,7 @@ def test_generated_configuration_describes_the_peer(lab, peered):
     conf = peered["generated_b"]
     b = lab["b"]
     assert conf["kind"] == "Configuration" and conf["apiVersion"] == "networking.liqo.io/v1beta1"
-    assert conf["metadata"]["name"] == b.cluster_id
+    assert conf["metadata"]["name"] == conf_name(b) == "b"  # the friendly name (the kubeconfig's name of b)
     assert conf["metadata"]["labels"]["liqo.io/remote-cluster-id"] == b.cluster_id
     assert conf["spec"]["remote"]["cidr"] == {"pod": LOCAL_POD, "external": b.external_cidr or "10.70.0.0/16"}
 
@@ -203,7 +208,7 @@ def test_kubectl_shows_desired_and_remapped_pod_cidr(lab, peered):
         rc, stats, result, failed = peered["runs"][name]
         assert rc == 0 and stats["changed"] >= 1, failed
         assert result["changed"] is True
-        rows = [r for r in kubectl_configurations(cluster) if r["NAME"] == lab[peer].cluster_id]
+        rows = [r for r in kubectl_configurations(cluster) if r["NAME"] == conf_name(lab[peer])]
         assert len(rows) == 1, kubectl_configurations(cluster)
         row = rows[0]
         assert row["DESIRED POD CIDR"] == LOCAL_POD
@@ -211,12 +216,12 @@ def test_kubectl_shows_desired_and_remapped_pod_cidr(lab, peered):
         assert str(remapped) != LOCAL_POD and remapped.prefixlen == 16
         for local in local_nets(cluster):
             assert not remapped.overlaps(local), (remapped, local)
-        conf = kube(cluster).get("Configuration", "default", lab[peer].cluster_id)
+        conf = kube(cluster).get("Configuration", "default", conf_name(lab[peer]))
         assert conf["status"]["remote"]["cidr"]["pod"] == str(remapped)
         assert condition(conf)["status"] == "True" and condition(conf)["reason"] == "Allocated"
-        assert result["allocations"]["default/%s" % lab[peer].cluster_id]["pod"] == str(remapped)
+        assert result["allocations"]["default/%s" % conf_name(lab[peer])]["pod"] == str(remapped)
         state, dummy = ledger(kube(cluster))
-        assert allocations_by_key(state)[("default/%s" % lab[peer].cluster_id, "pod")]["remapped"] == str(remapped)
+        assert allocations_by_key(state)[("default/%s" % conf_name(lab[peer]), "pod")]["remapped"] == str(remapped)
         assert_disjoint_and_not_local(state, cluster)
 
 
@@ -224,12 +229,12 @@ def test_second_run_reports_no_change_and_writes_nothing(lab, peered):
     a = lab["a"]
     k = kube(a)
     state, rv = ledger(k)
-    conf_rv = k.get("Configuration", "default", lab["b"].cluster_id)["metadata"]["resourceVersion"]
+    conf_rv = k.get("Configuration", "default", conf_name(lab["b"]))["metadata"]["resourceVersion"]
     rc, stats, result, failed = reconcile_play(a)
     assert rc == 0, failed
     assert stats["changed"] == 0 and result["changed"] is False and result["status_updated"] == []
     assert ledger(k) == (state, rv)
-    assert k.get("Configuration", "default", lab["b"].cluster_id)["metadata"]["resourceVersion"] == conf_rv
+    assert k.get("Configuration", "default", conf_name(lab["b"]))["metadata"]["resourceVersion"] == conf_rv
 
 
 def test_check_mode_writes_nothing_then_free_remote_cidr_is_kept(lab, peered):
@@ -257,7 +262,7 @@ def test_check_mode_writes_nothing_then_free_remote_cidr_is_kept(lab, peered):
     after, dummy = ledger(k)
     assert allocations_by_key(after)[("keep/k", "pod")]["remapped"] == "10.244.0.0/16"
     # the peer's allocation did not move
-    peer = "default/%s" % lab["b"].cluster_id
+    peer = "default/%s" % conf_name(lab["b"])
     assert allocations_by_key(after)[(peer, "pod")] == allocations_by_key(state)[(peer, "pod")]
     row = [r for r in kubectl_configurations(a) if r["NAME"] == "k"][0]
     assert row["DESIRED POD CIDR"] == row["REMAPPED POD CIDR"] == "10.244.0.0/16"

@@ -77,8 +77,59 @@ def test_connect_with_a_client_certificate_and_an_exec_plugin(lab, kubeconfigs):
         conns = get(cluster, "connections")
         assert [c["status"]["value"] for c in conns] == ["Connected"], conns
     assert _runs(kubeconfigs["b_runs"]) > runs_before  # b was reached through the plugin's credential
-    # the tenant namespace on a is named after b's id, which install wrote
-    assert get(lab["a"], "connections")[0]["metadata"]["namespace"] == "liqo-tenant-" + lab["b"].cluster_id
+    # tenant namespaces and names from the friendly names install wrote (b: rome, a: a); the ids stay in the labels
+    assert_tenant(lab["a"], "rome", lab["b"].cluster_id)
+    assert_tenant(lab["b"], "a", lab["a"].cluster_id)
+
+
+def assert_tenant(cluster, name, remote_id):
+    """In cluster, the tenant namespace liqo-tenant-<name> (labelled with remote_id) holds the Configuration, the
+    gateway, the PublicKey and the Connection for the remote cluster, all named <name> and labelled with its id."""
+    ns = "liqo-tenant-" + name
+    labels = json.loads(kubectl(cluster, "get", "namespace", ns, "-o", "json"))["metadata"]["labels"]
+    assert labels["liqo.io/remote-cluster-id"] == remote_id
+    found = {kind: [(o["metadata"]["namespace"], o["metadata"]["name"],
+                     o["metadata"]["labels"]["liqo.io/remote-cluster-id"]) for o in get(cluster, kind)]
+             for kind in ("configurations", "gatewayclients", "gatewayservers", "publickeies", "connections")}
+    one = [(ns, name, remote_id)]
+    assert found["configurations"] == found["publickeies"] == found["connections"] == one, found
+    assert found["gatewayclients"] + found["gatewayservers"] == one, found
+
+
+def test_names_stay_when_the_friendly_name_changes_and_disconnect_removes_them(lab, kubeconfigs):
+    """b renamed after connect: a rerun of connect finds b's tenant namespace on a by its id label (no second
+    namespace, no second gateway); disconnect removes the gateways, PublicKeys and Connections from it, and from
+    a tenant namespace named after the id (what connect made before it used names)."""
+    a, b = lab["a"], lab["b"]
+    playbook("install", kubeconfig=kubeconfigs["b"], pod_cidr=b.pod_cidr, service_cidr=b.service_cidr,
+             reserved=[b.underlay_cidr], cluster_name="paris")
+    args = {"kubeconfig": kubeconfigs["a"], "remote_kubeconfig": kubeconfigs["b"],
+            "gateway_group": "cluster_a_gateway", "remote_gateway_group": "cluster_b_gateway"}
+    playbook("connect", lab.inventory_path, **args, wait=True, wait_timeout=30)
+    assert_tenant(a, "rome", b.cluster_id)
+    namespaces = kubectl(a, "get", "namespaces", "-o", "name").split()
+    assert "namespace/liqo-tenant-paris" not in namespaces and "namespace/liqo-tenant-rome" in namespaces
+    assert [c["status"]["value"] for c in get(a, "connections")] == ["Connected"]
+    playbook("disconnect", lab.inventory_path, **args, confirm="yes")
+    for cluster in (a, b):
+        for kind in ("gatewayclients", "gatewayservers", "publickeies", "connections"):
+            assert get(cluster, kind) == [], (cluster.name, kind)
+        assert len(get(cluster, "configurations")) == 1  # disconnect keeps them (reset removes them)
+
+    # a connection made before names: liqo-tenant-<b's id>, not labelled, objects named after the id
+    legacy = "liqo-tenant-" + b.cluster_id
+    kubectl(a, "label", "namespace", "liqo-tenant-rome", "liqo.io/remote-cluster-id-")
+    kubectl(a, "create", "namespace", legacy)
+    kubectl(a, "apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "networking.liqo.io/v1beta1", "kind": kind,
+         "metadata": {"name": b.cluster_id, "namespace": legacy, "labels": {"liqo.io/remote-cluster-id": b.cluster_id}},
+         "spec": spec} for kind, spec in (("PublicKey", {"publicKey": "GExyYe7RJ3Lo5nQVa6K2Tp9zobXCvWmJawsLxu7hn10="}),
+                                          ("Connection", {"type": "Client", "gatewayRef": {
+                                              "apiVersion": "networking.liqo.io/v1beta1", "kind": "GatewayClient",
+                                              "name": b.cluster_id, "namespace": legacy}}))]}))
+    assert len(get(a, "publickeies", legacy)) == 1
+    playbook("disconnect", lab.inventory_path, **args, confirm="yes")
+    assert get(a, "publickeies", legacy) == [] and get(a, "connections", legacy) == []
 
 
 def _runs(path):
