@@ -18,6 +18,8 @@ ApiException = ApiError  # the name the API-side module_utils use
 # The argument spec matching doc fragment liqo.fabric.kube.
 KUBE_ARG_SPEC = {"kubeconfig": {"type": "path"}, "context": {"type": "str"},
                  "assume": {"type": "list", "elements": "dict"}}
+# The argument spec matching doc fragment liqo.fabric.remote_kube (a module that reads both ends of a connection).
+REMOTE_KUBE_ARG_SPEC = {"remote_kubeconfig": {"type": "path", "required": True}}
 
 GROUP = "networking.liqo.io"
 VERSION = "v1beta1"

@@ -20,17 +20,14 @@ author: liqo.fabric developers (@liqo-fabric)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - liqo.fabric.kube
+  - liqo.fabric.remote_kube
 attributes:
   check_mode:
     support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 options:
   remote_kubeconfig:
     description: Kubeconfig of the peer cluster, for the clock skew check (optional).
-    type: path
+    required: false
   cluster:
     description: Name of this cluster in the checks' C(where) field.
     type: str

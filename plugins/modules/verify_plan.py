@@ -18,18 +18,11 @@ author: liqo.fabric developers (@liqo-fabric)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - liqo.fabric.kube
+  - liqo.fabric.remote_kube
 attributes:
   check_mode:
     support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 options:
-  remote_kubeconfig:
-    description: Kubeconfig of the peer cluster.
-    type: path
-    required: true
   full:
     description: Every pod pair instead of one pod per node pair.
     type: bool
@@ -83,7 +76,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.liqo.fabric.plugins.module_utils import verify
 from ansible_collections.liqo.fabric.plugins.module_utils.gateway import KINDS, TRANSIT
 from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import (
-    KUBE_ARG_SPEC, REMOTE_CLUSTER_ID_LABEL, Kube, with_kube)
+    KUBE_ARG_SPEC, REMOTE_CLUSTER_ID_LABEL, REMOTE_KUBE_ARG_SPEC, Kube, with_kube)
 
 GATEWAY_HOST_LABEL = verify.GATEWAY_HOST_LABEL
 ROLES = {"GatewayServer": "Server", "GatewayClient": "Client"}
@@ -124,7 +117,7 @@ def work(local, p):
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(**KUBE_ARG_SPEC, remote_kubeconfig=dict(type="path", required=True),
+        argument_spec=dict(**KUBE_ARG_SPEC, **REMOTE_KUBE_ARG_SPEC,
                            full=dict(type="bool", default=False), benchmark=dict(type="bool", default=False)),
         supports_check_mode=True,
     )

@@ -21,18 +21,11 @@ author: liqo.fabric developers (@liqo-fabric)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - liqo.fabric.kube
+  - liqo.fabric.remote_kube
 attributes:
   check_mode:
     support: none
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 options:
-  remote_kubeconfig:
-    description: Kubeconfig of the peer cluster.
-    type: path
-    required: true
   state:
     description: Make the Services (V(present)) or delete them (V(absent)).
     type: str
@@ -82,7 +75,7 @@ from ansible_collections.liqo.fabric.plugins.module_utils import verify
 from ansible_collections.liqo.fabric.plugins.module_utils import verify_services as vs
 from ansible_collections.liqo.fabric.plugins.module_utils.kube_apply import (
     ApplyError, apply_all, check_definitions, delete_all)
-from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import KUBE_ARG_SPEC, Kube, with_kube
+from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import KUBE_ARG_SPEC, REMOTE_KUBE_ARG_SPEC, Kube, with_kube
 
 
 def present(sides):
@@ -114,7 +107,7 @@ def absent(sides):
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(**KUBE_ARG_SPEC, remote_kubeconfig=dict(type="path", required=True),
+        argument_spec=dict(**KUBE_ARG_SPEC, **REMOTE_KUBE_ARG_SPEC,
                            state=dict(type="str", choices=["present", "absent"], default="present")),
         supports_check_mode=False,
     )

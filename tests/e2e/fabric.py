@@ -2,17 +2,19 @@
 traffic between lab pods with a real TCP server that reports the peer address it saw."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 
 import yaml
 
 from tests.ansible_run import ansible_env
-from tests.conftest import ROOT
-from tests.lab import netns
+from tests.conftest import ROOT, require_root
+from tests.lab import Lab, netns
 
 PLAYBOOKS = os.path.join(ROOT, "playbooks")
 ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
@@ -47,6 +49,35 @@ def changed_tasks(proc: subprocess.CompletedProcess) -> list[str]:
 def install(cluster) -> None:
     playbook("install", kubeconfig=cluster.kubeconfig, pod_cidr=cluster.pod_cidr, service_cidr=cluster.service_cidr,
              reserved=[cluster.underlay_cidr])
+
+
+def sides(lab) -> dict:
+    """The kubeconfigs of a playbook between lab clusters a (local) and b (remote), as extra vars."""
+    return {"kubeconfig": lab["a"].kubeconfig, "remote_kubeconfig": lab["b"].kubeconfig}
+
+
+@contextlib.contextmanager
+def lab_pair(nodes: int = 1, pods_per_node: int = 1, cluster_a: dict | None = None) -> Iterator[Lab]:
+    """Two lab clusters a and b, both with pod CIDR 10.243.0.0/16 and the fabric's API installed; `cluster_a` adds
+    to cluster a's spec (e.g. {"gateways": 2})."""
+    require_root()
+    with Lab([{"name": "a", **(cluster_a or {})}, {"name": "b"}], pod_cidr="10.243.0.0/16", nodes=nodes,
+             pods_per_node=pods_per_node) as lab:
+        install(lab["a"])
+        install(lab["b"])
+        yield lab
+
+
+@contextlib.contextmanager
+def connected_pair(nodes: int = 1, pods_per_node: int = 1, cluster_a: dict | None = None, *,
+                   outputs: list | None = None, wait_timeout: int = 20, **extra) -> Iterator[Lab]:
+    """lab_pair, connected and Connected: connect with wait=True and `extra` (e.g. the inventory groups); its
+    output is appended to `outputs` when given."""
+    with lab_pair(nodes, pods_per_node, cluster_a) as lab:
+        proc = playbook("connect", lab.inventory_path, **sides(lab), wait=True, wait_timeout=wait_timeout, **extra)
+        if outputs is not None:
+            outputs.append(proc.stdout + proc.stderr)
+        yield lab
 
 
 def kubectl(cluster, *args: str, input: str | None = None, check: bool = True) -> str:

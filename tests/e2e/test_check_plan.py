@@ -11,10 +11,9 @@ import subprocess
 import pytest
 
 from tests.ansible_run import ansible_env
-from tests.conftest import require_root
 from tests.e2e import fabric
 from tests.e2e.fabric import get, kubectl, playbook
-from tests.lab import Lab, netns
+from tests.lab import netns
 
 pytestmark = pytest.mark.skipif(not shutil.which("kubectl"), reason="kubectl is not installed")
 CHECK = ("--check", "--diff")
@@ -23,10 +22,7 @@ PLACEHOLDER = "CHECK+MODE+key+generated+by+the+real+run+xA="
 
 @pytest.fixture(scope="module")
 def lab():
-    require_root()
-    with Lab([{"name": "a"}, {"name": "b"}], pod_cidr="10.243.0.0/16", nodes=2, pods_per_node=1) as lab_:
-        fabric.install(lab_["a"])
-        fabric.install(lab_["b"])
+    with fabric.lab_pair(nodes=2) as lab_:
         yield lab_
 
 

@@ -7,10 +7,9 @@ import shutil
 
 import pytest
 
-from tests.conftest import require_root
 from tests.e2e import fabric
 from tests.e2e.fabric import playbook, translate
-from tests.lab import Lab, netns
+from tests.lab import netns
 
 pytestmark = pytest.mark.skipif(not shutil.which("kubectl"), reason="kubectl is not installed")
 GROUPS = dict(gateway_group="cluster_a_gateway", remote_gateway_group="cluster_b_gateway",
@@ -22,10 +21,7 @@ DECIDE = ["liqo.fabric.node_overlay : Plan the overlay of the cluster (internal 
 
 @pytest.fixture(scope="module")
 def lab():
-    require_root()
-    with Lab([{"name": "a"}, {"name": "b"}], pod_cidr="10.243.0.0/16", nodes=3, pods_per_node=1) as lab_:
-        fabric.install(lab_["a"])
-        fabric.install(lab_["b"])
+    with fabric.lab_pair(nodes=3) as lab_:
         yield lab_
 
 

@@ -134,12 +134,7 @@ def fabric_lab(tmp_path_factory):
     require_root()
     if not shutil.which("kubectl"):
         pytest.skip("kubectl is not installed")
-    from tests.lab import Lab  # pylint: disable=import-outside-toplevel
-    with Lab([{"name": "a"}, {"name": "b"}], pod_cidr="10.243.0.0/16", nodes=2, pods_per_node=1) as lab:
-        fabric.install(lab["a"])
-        fabric.install(lab["b"])
-        playbook("connect", lab.inventory_path, kubeconfig=lab["a"].kubeconfig, remote_kubeconfig=lab["b"].kubeconfig,
-                 wait=True, wait_timeout=30, **GROUPS)
+    with fabric.connected_pair(nodes=2, wait_timeout=30, **GROUPS) as lab:
         ctl = ControllerProc(str(tmp_path_factory.mktemp("drift")), {"a": lab["a"].kubeconfig, "b": lab["b"].kubeconfig},
                              "--drift-period", str(DRIFT_PERIOD), inventory=lab.inventory_path, name="drift")
         ctl.start()

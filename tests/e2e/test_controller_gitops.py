@@ -6,21 +6,16 @@ import shutil
 
 import pytest
 
-from tests.conftest import require_root
 from tests.e2e import fabric
 from tests.e2e.fabric import apply_yaml, get, kubectl, translate, wait_for
 from tests.e2e.test_controller import ControllerProc
-from tests.lab import Lab
 
 pytestmark = pytest.mark.skipif(not shutil.which("kubectl"), reason="kubectl is not installed")
 
 
 @pytest.fixture(scope="module")
 def lab():
-    require_root()
-    with Lab([{"name": "a"}, {"name": "b"}], pod_cidr="10.243.0.0/16", nodes=2, pods_per_node=1) as lab_:
-        fabric.install(lab_["a"])
-        fabric.install(lab_["b"])
+    with fabric.lab_pair(nodes=2) as lab_:
         yield lab_
 
 

@@ -10,10 +10,9 @@ import stat
 
 import pytest
 
-from tests.conftest import require_root
 from tests.e2e import fabric
 from tests.e2e.fabric import PeerServer, get, kubectl, playbook, seen_source, translate
-from tests.lab import Lab, netns
+from tests.lab import netns
 
 pytestmark = pytest.mark.skipif(not shutil.which("kubectl"), reason="kubectl is not installed")
 OUTPUTS = []  # every playbook output, grepped for private keys at the end
@@ -21,10 +20,7 @@ OUTPUTS = []  # every playbook output, grepped for private keys at the end
 
 @pytest.fixture(scope="module")
 def lab():
-    require_root()
-    with Lab([{"name": "a"}, {"name": "b"}], pod_cidr="10.243.0.0/16", nodes=2, pods_per_node=2) as lab_:
-        fabric.install(lab_["a"])
-        fabric.install(lab_["b"])
+    with fabric.lab_pair(nodes=2, pods_per_node=2) as lab_:
         yield lab_
 
 

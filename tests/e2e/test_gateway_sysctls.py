@@ -8,10 +8,9 @@ import shutil
 
 import pytest
 
-from tests.conftest import require_root
 from tests.e2e import fabric
 from tests.e2e.fabric import playbook
-from tests.lab import Lab, netns
+from tests.lab import netns
 
 pytestmark = pytest.mark.skipif(not shutil.which("kubectl"), reason="kubectl is not installed")
 PATHS = {"net.ipv4.ip_forward": "/proc/sys/net/ipv4/ip_forward", "net.ipv4.conf.all.rp_filter": "/proc/sys/net/ipv4/conf/all/rp_filter"}
@@ -19,10 +18,7 @@ PATHS = {"net.ipv4.ip_forward": "/proc/sys/net/ipv4/ip_forward", "net.ipv4.conf.
 
 @pytest.fixture(scope="module")
 def lab():
-    require_root()
-    with Lab([{"name": "a"}, {"name": "b"}], pod_cidr="10.243.0.0/16", nodes=1, pods_per_node=1) as lab_:
-        fabric.install(lab_["a"])
-        fabric.install(lab_["b"])
+    with fabric.lab_pair() as lab_:
         yield lab_
 
 

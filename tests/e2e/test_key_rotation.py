@@ -12,10 +12,9 @@ import time
 
 import pytest
 
-from tests.conftest import require_root
 from tests.e2e import fabric
 from tests.e2e.fabric import get, kubectl, playbook, translate
-from tests.lab import Lab, netns
+from tests.lab import netns
 
 pytestmark = pytest.mark.skipif(not shutil.which("kubectl"), reason="kubectl is not installed")
 OUTPUTS = []
@@ -25,14 +24,8 @@ PING_SECONDS = 40
 
 @pytest.fixture(scope="module")
 def lab():
-    require_root()
-    with Lab([{"name": "a"}, {"name": "b"}], pod_cidr="10.243.0.0/16", nodes=1, pods_per_node=1) as lab_:
-        fabric.install(lab_["a"])
-        fabric.install(lab_["b"])
-        proc = playbook("connect", lab_.inventory_path, kubeconfig=lab_["a"].kubeconfig,
-                        remote_kubeconfig=lab_["b"].kubeconfig, gateway_group="cluster_a_gateway",
-                        remote_gateway_group="cluster_b_gateway", wait=True, wait_timeout=20)
-        OUTPUTS.append(proc.stdout + proc.stderr)
+    with fabric.connected_pair(outputs=OUTPUTS, gateway_group="cluster_a_gateway",
+                               remote_gateway_group="cluster_b_gateway") as lab_:
         yield lab_
 
 

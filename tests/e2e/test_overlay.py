@@ -10,10 +10,9 @@ import time
 
 import pytest
 
-from tests.conftest import require_root
 from tests.e2e import fabric
 from tests.e2e.fabric import PeerServer, playbook, seen_source, translate
-from tests.lab import Lab, netns
+from tests.lab import netns
 
 pytestmark = pytest.mark.skipif(not shutil.which("kubectl"), reason="kubectl is not installed")
 GROUPS = dict(gateway_group="cluster_a_gateway", remote_gateway_group="cluster_b_gateway",
@@ -22,13 +21,7 @@ GROUPS = dict(gateway_group="cluster_a_gateway", remote_gateway_group="cluster_b
 
 @pytest.fixture(scope="module")
 def lab():
-    require_root()
-    with Lab([{"name": "a", "gateways": 2}, {"name": "b"}], pod_cidr="10.243.0.0/16", nodes=3,
-             pods_per_node=2) as lab_:
-        fabric.install(lab_["a"])
-        fabric.install(lab_["b"])
-        playbook("connect", lab_.inventory_path, kubeconfig=lab_["a"].kubeconfig,
-                 remote_kubeconfig=lab_["b"].kubeconfig, wait=True, wait_timeout=20, **GROUPS)
+    with fabric.connected_pair(nodes=3, pods_per_node=2, cluster_a={"gateways": 2}, **GROUPS) as lab_:
         yield lab_
 
 

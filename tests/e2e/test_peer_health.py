@@ -11,11 +11,11 @@ import time
 
 import pytest
 
-from tests.conftest import process_reaped, require_root
+from tests.conftest import process_reaped
 from tests.e2e import fabric
 from tests.e2e.api_forward import ApiIntoNetns
 from tests.e2e.fabric import playbook
-from tests.lab import Lab, netns
+from tests.lab import netns
 from ansible_collections.liqo.fabric.plugins.module_utils import peer_health_daemon as phd
 
 pytestmark = pytest.mark.skipif(not shutil.which("kubectl"), reason="kubectl is not installed")
@@ -25,15 +25,10 @@ GROUPS = {"gateway_group": "cluster_a_gateway", "remote_gateway_group": "cluster
 
 @pytest.fixture(scope="module")
 def lab():
-    require_root()
-    with Lab([{"name": "a"}, {"name": "b"}], pod_cidr="10.243.0.0/16", nodes=1, pods_per_node=1) as lab_, \
-            contextlib.ExitStack() as stack:
+    with fabric.lab_pair() as lab_, contextlib.ExitStack() as stack:
         for c in (lab_["a"], lab_["b"]):  # a gateway host reaches its cluster's API (the lab's is on loopback)
             stack.enter_context(ApiIntoNetns(c.gateway_nodes[0].netns, c.kubeconfig))
-        fabric.install(lab_["a"])
-        fabric.install(lab_["b"])
-        playbook("connect", lab_.inventory_path, kubeconfig=lab_["a"].kubeconfig,
-                 remote_kubeconfig=lab_["b"].kubeconfig, wait=True, wait_timeout=60, **GROUPS)
+        playbook("connect", lab_.inventory_path, **fabric.sides(lab_), wait=True, wait_timeout=60, **GROUPS)
         yield lab_
 
 

@@ -15,10 +15,9 @@ import shutil
 
 import pytest
 
-from tests.conftest import require_root
 from tests.e2e import fabric
 from tests.e2e.fabric import kubectl, playbook
-from tests.lab import Lab, netns
+from tests.lab import netns
 
 pytestmark = pytest.mark.skipif(not shutil.which("kubectl"), reason="kubectl is not installed")
 TABLE = "18952"
@@ -26,14 +25,9 @@ TABLE = "18952"
 
 @pytest.fixture(scope="module")
 def lab():
-    require_root()
-    with Lab([{"name": "a"}, {"name": "b"}], pod_cidr="10.243.0.0/16", nodes=2, pods_per_node=2) as lab_:
-        fabric.install(lab_["a"])
-        fabric.install(lab_["b"])
-        groups = {"gateway_group": "cluster_a_gateway", "remote_gateway_group": "cluster_b_gateway",
-                  "nodes_group": "cluster_a_nodes", "remote_nodes_group": "cluster_b_nodes"}
-        playbook("connect", lab_.inventory_path, kubeconfig=lab_["a"].kubeconfig,
-                 remote_kubeconfig=lab_["b"].kubeconfig, wait=True, wait_timeout=60, **groups)
+    groups = {"gateway_group": "cluster_a_gateway", "remote_gateway_group": "cluster_b_gateway",
+              "nodes_group": "cluster_a_nodes", "remote_nodes_group": "cluster_b_nodes"}
+    with fabric.connected_pair(nodes=2, pods_per_node=2, wait_timeout=60, **groups) as lab_:
         lab_.groups = groups
         yield lab_
 

@@ -1,0 +1,22 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, liqo.fabric developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+
+class ModuleDocFragment:  # pylint: disable=too-few-public-methods
+    """The peer cluster of the modules that read both ends of a connection at once, beside liqo.fabric.kube
+    (kube_client.REMOTE_KUBE_ARG_SPEC); none of them returns a diff. Each module states its check mode."""
+
+    DOCUMENTATION = r"""
+options:
+  remote_kubeconfig:
+    description: Kubeconfig of the peer cluster.
+    type: path
+    required: true
+attributes:
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+"""
