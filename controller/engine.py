@@ -31,6 +31,8 @@ from controller.watchmap import RESOURCES, WatchEntry, get_field
 from controller.workqueue import PRIO_DRIFT, PRIO_EVENT, PRIO_RESYNC, Item, WorkQueue
 
 log = logging.getLogger("controller.engine")
+# a gateway standby's run cancelled because its pod became the active one
+SUPERSEDED = "SupersededByActive"
 
 STATE_CONFIGMAP = "liqo-fabric-controller-state"
 STATE_KEY = "state.json"
@@ -139,7 +141,10 @@ class Engine:
                 lease = ("liqo-fabric-controller", lease_namespace) if not self.gateway else (
                     f"liqo-fabric-gateway-{self.gateway['name']}", self.gateway["namespace"])
                 cs.leader = LeaderElector(cs.api, self.identity, self.stop, name=lease[0], namespace=lease[1],
-                                          duration=lease_duration, on_change=lambda on, c=cs: self._leadership(c, on))
+                                          duration=lease_duration, on_change=lambda on, c=cs: self._leadership(c, on),
+                                          # a gateway's standby: a released Lease is taken within 0.25 s (failover)
+                                          retry=0.25 if self.gateway else None,
+                                          holder_gone=(lambda h, c=cs: self._holder_pod_going(c, h)) if self.gateway else None)
             self.clusters[name] = cs
         for e in self.entries:
             if not e.enabled:
@@ -210,9 +215,9 @@ class Engine:
         if self.gateway:  # the Service and the overlay leave this pod before the Lease is released
             for cs in self.clusters.values():
                 self._stop_health(cs)
-                if cs.leader and cs.acting():
-                    gateway_ha.mark(cs.api, self.gateway["namespace"], self.pod_name, False)
+                if cs.leader and cs.acting():   # the links first: this pod stops carrying traffic at once
                     gateway_ha.drop_links()
+                    gateway_ha.mark(cs.api, self.gateway["namespace"], self.pod_name, False)
         self.stop.set()
         self.queue.close()
         for cs in self.clusters.values():
@@ -434,7 +439,8 @@ class Engine:
     # ================================================================== workers
     def _eligible(self, item: Item) -> bool:
         cs = self.clusters.get(item.cluster)
-        return cs is not None and cs.acting()
+        # a gateway pod runs as a standby too: it keeps its tunnel built, unreachable (gateway_standby)
+        return cs is not None and (cs.acting() or self.gateway is not None)
 
     def _worker(self) -> None:
         while not self.stop.is_set():
@@ -493,6 +499,8 @@ class Engine:
         if item.force and not changed_members:
             changed_members = list(live)
         result = self._run(cs, entry, item, live, changed_members, deleting=False)
+        if result.reason == SUPERSEDED:
+            return   # nothing to record or retry: the active run is queued
         self._record(cs, entry, item, live, live_hashes, changed_members, result)
 
     def _run(self, cs: ClusterState, entry: WatchEntry, item: Item, objs: dict, changed: List[str],
@@ -508,8 +516,10 @@ class Engine:
         })
         if self.mode in ("node", "gateway"):
             extravars["fabric_node"] = self.node_name
+        standby = self.gateway is not None and not cs.acting()
         if self.gateway:
             extravars["fabric_gateway"] = dict(self.gateway)
+            extravars["fabric_gateway_standby"] = standby
         playbook = entry.finalizer_playbook if deleting else entry.playbook
         timeout = entry.finalizer_timeout if deleting else entry.timeout
         self.runs_started += 1
@@ -517,7 +527,12 @@ class Engine:
         log.info("playbook run", extra=_f(cluster=cs.name, key=item.key, playbook=os.path.basename(playbook),
                                           reasons=sorted(item.reasons)[:5], members=len(objs), deleting=deleting))
         ident = "".join(ch if ch.isalnum() else "-" for ch in item.key)[-60:]
-        res = self.runner.run(playbook, extravars, timeout, ident, cancel=self.stop.is_set)
+        # a standby's run is cancelled when its pod takes the Lease: the active run (queued by _on_lead) must not
+        # wait for it
+        res = self.runner.run(playbook, extravars, timeout, ident,
+                              cancel=lambda: self.stop.is_set() or (standby and cs.acting()))
+        if standby and res.status == "canceled" and cs.acting():
+            res.reason = SUPERSEDED
         result = "ok" if res.ok else "failed"
         self.metrics.reconcile.labels(cs.name, entry.kind, result).observe(res.duration)
         mode = "warm" if res.warm else "cold"
@@ -526,7 +541,9 @@ class Engine:
             self.metrics.spawn.labels(mode).observe(res.spawn_seconds)
         self.metrics.changed_tasks.labels(cs.name, entry.kind).inc(res.changed)
         log.info("playbook done", extra=_f(cluster=cs.name, key=item.key, result=result, seconds=round(res.duration, 3),
-                                           changed=res.changed, message=res.message if not res.ok else ""))
+                                           changed=res.changed, message=res.message if not res.ok else "",
+                                           spawn=round(res.spawn_seconds, 3) if res.spawn_seconds is not None else None,
+                                           slowest=list(res.slowest)))
         return res
 
     def _record(self, cs: ClusterState, entry: WatchEntry, item: Item, objs: dict, hashes: dict,
@@ -817,14 +834,46 @@ class Engine:
             os.kill(os.getpid(), signal.SIGTERM)
         self.queue.wake()
 
+    def _holder_pod_going(self, cs: ClusterState, holder: str) -> bool:
+        """A gateway's Lease holder (identity `<pod name>-<pid>`) whose pod is being deleted, or gone from the synced
+        cache of the gateway's pods: its standby takes over at `kubectl delete`, not after the old pod's shutdown."""
+        inf = cs.informers.get("Pod")
+        pod_name = holder.rsplit("-", 1)[0]
+        if inf is None or not pod_name or pod_name == self.pod_name:
+            return False
+        pod = inf.cache.get(f"{self.gateway['namespace']}/{pod_name}")
+        if pod is None:
+            return inf.synced.is_set()
+        return bool((pod.get("metadata") or {}).get("deletionTimestamp"))
+
     def _on_lead(self, cs: ClusterState) -> None:
-        if self.gateway:  # the Service and the node agents' overlay follow the label
+        if self.gateway:
+            self._activate_standby(cs)
+            # the Service and the node agents' overlay follow the label
             gateway_ha.mark(cs.api, self.gateway["namespace"], self.pod_name, True)
             self._start_health(cs)
+            # the warm standby's tunnel is one run from active (its client peer gets the endpoint): now, not
+            # after the informers' wait below
+            with cs.lock:
+                keys = list(cs.key_entry)
+            for k in keys:
+                self.consider(cs, k, PRIO_DRIFT, "gateway pod active", force=True)
         self.load_state(cs)
         for inf in cs.informers.values():
             inf.synced.wait(30)
         self.resync(cs)
+
+    def _activate_standby(self, cs: ClusterState) -> None:
+        """A client standby's tunnel reaches the peer at once (gateway_ha.activate_client)."""
+        obj = cs.obj(self.gateway["kind"], f"{self.gateway['namespace']}/{self.gateway['name']}")
+        if not obj or self.gateway["kind"] != "GatewayClient":
+            return
+        try:
+            cluster_id = peer_health.read_cluster_id(cs.api)
+        except ApiError as exc:
+            log.warning("cluster id not read: the standby's tunnel waits for the active run", extra=_f(error=str(exc)))
+            return
+        gateway_ha.activate_client(dict(obj, kind=self.gateway["kind"]), cluster_id)
 
     def _start_health(self, cs: ClusterState) -> None:
         """The active gateway pod's probe of its peer (a standby has no tunnel to probe)."""

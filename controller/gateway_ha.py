@@ -2,10 +2,13 @@
 
 The replicas of a gateway's Deployment all run the engine in gateway mode; the one holding the gateway's
 Lease is the active one: it labels its own pod `networking.liqo.io/active=true`, which the server's Service
-selects and the node agents' overlay follows (overlay_incluster.active_pod), and it alone builds the tunnel.
-A standby builds nothing: two pods with one WireGuard key would fight over the peer's endpoint. A pod that
-loses the Lease while alive takes its label off and exits, so its container restarts as a clean standby
-(wireguard-go, a child of the container, goes with it).
+selects and the node agents' overlay follows (overlay_incluster.active_pod), and it alone reaches the peer.
+A standby is warm: it runs the same playbook with `gateway_standby` and builds the tunnel, the NAT and its end
+of the overlay, but its client peer has no endpoint (two pods reaching the peer with one WireGuard key would make
+the peer's endpoint flap) and it publishes nothing; nothing reaches it (the Service and the nodes' links point to
+the active pod). Taking over is the label and one run that gives the peer its endpoint. A pod that loses the
+Lease while alive takes its label off and exits, so its container restarts as a clean standby (wireguard-go, a
+child of the container, goes with it).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import os
 import socket
 import subprocess
 
+from controller import peer_health
 from controller.kubeapi import ApiError
 from controller.watchmap import RESOURCES
 
@@ -62,3 +66,24 @@ def drop_links() -> list:
                 gone.append(link["ifname"])
     log.info("tunnel and overlay links dropped", extra={"fields": {"links": gone}})
     return gone
+
+
+def activate_client(gateway: dict, cluster_id: str) -> list:
+    """A client standby that took the Lease: its peer gets the endpoint of the GatewayClient and the keepalive
+    now (module_utils/wireguard_session.activate), so the handshake starts within a second of the takeover
+    instead of after the active pod's first playbook run, which follows and finds the peer as it plans it.
+    [] (logged) when there is nothing to do: a server, a tunnel not built yet, an endpoint the plan refuses."""
+    if gateway.get("kind") != "GatewayClient":
+        return []
+    target = peer_health.target_of(gateway, cluster_id)
+    endpoint, problem = peer_health.gwplan.endpoint_spec(gateway)
+    if not target or problem or not endpoint["addresses"] or not endpoint["port"]:
+        return []
+    try:
+        done = peer_health.wgs.activate(target["interface"], "%s:%s" % (endpoint["addresses"][0], endpoint["port"]),
+                                        peer_health.gwplan.KEEPALIVE)
+    except Exception as exc:  # pylint: disable=broad-except
+        log.warning("standby tunnel not activated", extra={"fields": {"error": str(exc)[:300]}})
+        return []
+    log.info("standby tunnel activated", extra={"fields": {"interface": target["interface"], "peers": len(done)}})
+    return done

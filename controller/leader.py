@@ -6,7 +6,8 @@ A candidate takes the Lease when it does not exist, when it already holds it, or
 has not changed for leaseDurationSeconds as observed on the candidate's own clock (no clock-skew
 assumptions). Writes carry the resourceVersion, so of two candidates only one wins. The holder renews
 every renew period; if it cannot renew within the lease duration it stops acting (is_leader() False)
-before anyone else may take over.
+before anyone else may take over. A candidate given `holder_gone` also takes a live-looking Lease whose
+holder it knows to be going (a gateway's standby, when the active pod is being deleted).
 """
 from __future__ import annotations
 
@@ -31,12 +32,18 @@ def micro_time(t: Optional[float] = None) -> str:
 class LeaderElector(threading.Thread):
     def __init__(self, api: ClusterAPI, identity: str, stop: threading.Event, name: str = "liqo-fabric-controller",
                  namespace: str = "liqo", duration: float = 15.0, renew: Optional[float] = None,
-                 on_change: Optional[Callable[[bool], None]] = None, clock: Callable[[], float] = time.monotonic):
+                 on_change: Optional[Callable[[bool], None]] = None, clock: Callable[[], float] = time.monotonic,
+                 retry: Optional[float] = None, holder_gone: Optional[Callable[[str], bool]] = None):
         super().__init__(name=f"leader-{api.name}", daemon=True)
         self.api, self.identity, self.stop_event = api, identity, stop
         self.lease_name, self.namespace = name, namespace
         self.duration = duration
         self.renew = renew or max(0.5, duration / 3)
+        # how often a candidate looks at the Lease: a released one is taken within this
+        self.retry = retry or max(0.2, self.renew / 2)
+        # holder identity -> True when the holder is known to be going (a gateway pod being deleted): its Lease
+        # is taken at once instead of after its release or expiry
+        self.holder_gone = holder_gone
         self.on_change = on_change
         self.clock = clock
         self._leader_until = 0.0     # we may act until this (monotonic) time
@@ -67,7 +74,7 @@ class LeaderElector(threading.Thread):
                          extra={"fields": {"cluster": self.api.name, "identity": self.identity, "lease": self.lease_name}})
                 if self.on_change:
                     self.on_change(now)
-            self.stop_event.wait(self.renew if now else max(0.2, self.renew / 2))
+            self.stop_event.wait(self.renew if now else self.retry)
         if self.is_leader():
             self.release()
 
@@ -96,7 +103,10 @@ class LeaderElector(threading.Thread):
         self.holder = holder
         duration = float(spec.get("leaseDurationSeconds") or self.duration)
         if holder and holder != self.identity and self.clock() < self._observed_at + duration:
-            return False
+            if not (self.holder_gone and self.holder_gone(holder)):
+                return False
+            log.info("taking the Lease of a holder that is going",
+                     extra={"fields": {"lease": self.lease_name, "holder": holder}})
         new_spec = dict(spec)
         new_spec.update(spec_new)
         if holder != self.identity:

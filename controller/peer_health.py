@@ -35,7 +35,8 @@ def target_of(gateway: dict, cluster_id: str) -> Optional[dict]:
     gid = gwplan.gateway_id(cluster_id, meta.get("namespace"), meta.get("name"), kind)
     return {"interface": gwplan.interface_name(gid), "address": gwplan.TRANSIT[gwplan.KINDS[kind]][1],
             "namespace": meta.get("namespace"), "connection_name": meta.get("name"),
-            "remote_cluster_id": (meta.get("labels") or {}).get(REMOTE_CLUSTER_ID_LABEL, "")}
+            "remote_cluster_id": (meta.get("labels") or {}).get(REMOTE_CLUSTER_ID_LABEL, ""),
+            "client": kind == "GatewayClient"}
 
 
 def read_cluster_id(api) -> str:
@@ -113,7 +114,8 @@ class GatewayHealth(threading.Thread):
             if self.counter:
                 self.counter.read()  # the re-added peer's counters start from 0: keep what was counted
             try:
-                if wgs.restart_session(self.spec["interface"]):
+                # a client also takes a new source port: a new flow through the server's NodePort (wireguard_session)
+                if wgs.restart_session(self.spec["interface"], rebind=bool(self.spec.get("client"))):
                     self.sessions_restarted += 1
                     log.info("WireGuard session restarted", extra={"fields": {"interface": self.spec["interface"]}})
             except Exception as exc:  # pylint: disable=broad-except

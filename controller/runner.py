@@ -53,6 +53,7 @@ def _no_close_delay() -> None:
     ptyprocess.PtyProcess.__init__ = __init__
 
 
+CANCEL_POLL = 0.25   # seconds between looks at a run's cancel callback
 FAILED_EVENTS = ("runner_on_failed", "runner_on_unreachable", "runner_item_on_failed")
 
 
@@ -71,6 +72,7 @@ class RunResult:
     stats: dict = dataclasses.field(default_factory=dict)   # set_stats data (aggregate)
     warm: bool = False               # forked from the warm runner's zygote (False: a cold ansible-playbook)
     reason: str = ""                 # CamelCase reason of a failure the runner itself found (NoHostsMatched)
+    slowest: tuple = ()              # (seconds, task name) of the run's longest task: where a slow run went
 
     @property
     def message(self) -> str:
@@ -180,8 +182,12 @@ class PlaybookRunner:
                 n = self._next_slot
                 self._next_slot += 1
             slot = os.path.join(self.runtime_dir, f"slot{n}")
-            os.makedirs(slot, mode=0o700, exist_ok=True)
+            os.makedirs(os.path.join(slot, "env"), mode=0o700, exist_ok=True)
             os.chmod(slot, 0o700)
+            # ansible_runner looks at the cancel callback (and the timeout) each time its wait on the child times
+            # out: 5 s by default, which a cancelled standby run (a failover) would wait out. Only this file sets it.
+            with open(os.path.join(slot, "env", "settings"), "w", encoding="utf-8") as f:
+                f.write(f"pexpect_timeout: {CANCEL_POLL}\n")
             self._slots.dir = slot
         return slot
 
@@ -189,7 +195,7 @@ class PlaybookRunner:
             cancel: Optional[Callable[[], bool]] = None, limit: Optional[str] = None) -> RunResult:
         t0 = time.monotonic()
         first_event = []
-        acc = {"changed": 0, "failed": None, "stats": {}, "no_hosts": []}
+        acc = {"changed": 0, "failed": None, "stats": {}, "no_hosts": [], "slowest": ()}
         with self._slot_lock:
             self._runs += 1
             # unique: ansible_runner's rotation can delete a reused ident's own (older) directory
@@ -200,6 +206,9 @@ class PlaybookRunner:
                 first_event.append(time.monotonic())
             name = ev.get("event")
             data = ev.get("event_data") or {}
+            if isinstance(data.get("duration"), (int, float)) and name.startswith("runner_on_") and (
+                    not acc["slowest"] or data["duration"] > acc["slowest"][0]):
+                acc["slowest"] = (round(data["duration"], 3), data.get("task") or "")
             if name == "runner_on_ok" and (data.get("res") or {}).get("changed"):
                 acc["changed"] += 1
             elif name in FAILED_EVENTS and not data.get("ignore_errors") and acc["failed"] is None:
@@ -234,7 +243,7 @@ class PlaybookRunner:
         duration = time.monotonic() - t0
         res = RunResult(ok=status == "successful" and rc == 0, status=status, rc=rc, duration=duration,
                         spawn_seconds=(first_event[0] - t0) if first_event else None,
-                        changed=acc["changed"], stats=acc["stats"], warm=warm)
+                        changed=acc["changed"], stats=acc["stats"], warm=warm, slowest=acc["slowest"])
         if not res.ok:
             if acc["failed"]:
                 failed = acc["failed"]

@@ -145,9 +145,10 @@ def node_address(kube, node_name):
     return None
 
 
-def pod_side(kube, kind, namespace, name, node_name, internal_cidr):
+def pod_side(kube, kind, namespace, name, node_name, internal_cidr, standby=False):
     """The plan of the pod's own gateway and its private key: ([plan], {interface: private key}).
-    The key Secret is the controller's: a pod that finds none waits."""
+    The key Secret is the controller's: a pod that finds none waits. `standby`: the plan of a warm standby pod
+    (see standby_plan)."""
     host_ip = node_address(kube, node_name) if kind == "GatewayServer" else None
     gw = _gateway(kube, kind, namespace, name)
     if gw is None:
@@ -167,7 +168,7 @@ def pod_side(kube, kind, namespace, name, node_name, internal_cidr):
             p["public_key"], keys[p["interface"]] = user_keys(kube, gw)
         except GatewayKeyError as exc:
             key_error(p, exc)
-        return [p], keys
+        return [standby_plan(p) if standby else p], keys
     secret = kube.get("Secret", namespace, p["secret_name"])
     data = (secret or {}).get("data") or {}
     if "privateKey" in data and "publicKey" in data:
@@ -176,4 +177,16 @@ def pod_side(kube, kind, namespace, name, node_name, internal_cidr):
     elif not p["error"]:
         p["waiting"], p["ready"] = {"reason": "WaitingForKeys", "message": "Secret %s/%s has no keys yet (the controller "
                                     "creates it)" % (namespace, p["secret_name"])}, False
-    return [p], keys
+    return [standby_plan(p) if standby else p], keys
+
+
+def standby_plan(p):
+    """A warm standby builds the whole tunnel, so that taking over is a label and one endpoint away, but it must
+    never reach the peer: two live pods with one key would make the peer's endpoint flap. A client's peer gets
+    no endpoint and no keepalive (it can send nothing; the active run sets both, and turning the keepalive on
+    sends the first handshake at once). A server's peer has no endpoint anyway, and its Service selects the
+    active pod only, so nothing reaches the standby."""
+    p["standby"] = True
+    if p.get("peer"):
+        p["peer"] = dict(p["peer"], endpoint=None, persistent_keepalive=0)
+    return p

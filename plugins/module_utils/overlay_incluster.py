@@ -92,11 +92,16 @@ def _pod_gateway_address(node):
     return str(net.network_address + 1) if net.num_addresses > 2 else None
 
 
+def _live(pods):
+    """Running with an IP, not being deleted."""
+    return [p for p in pods if (p.get("status") or {}).get("phase") == "Running" and (p.get("status") or {}).get("podIP")
+            and not p["metadata"].get("deletionTimestamp")]
+
+
 def active_pod(pods):
     """The active gateway pod among a gateway's pods: running with an IP, not being deleted; the one labelled
     active (active/standby) if any, else the oldest."""
-    live = [p for p in pods if (p.get("status") or {}).get("phase") == "Running" and (p.get("status") or {}).get("podIP")
-            and not p["metadata"].get("deletionTimestamp")]
+    live = _live(pods)
     labelled = [p for p in live if (p["metadata"].get("labels") or {}).get(ACTIVE_LABEL) == "true"]
     live = labelled or live
     live.sort(key=lambda p: (p["metadata"].get("creationTimestamp") or "", p["metadata"]["name"]))
@@ -114,7 +119,7 @@ def gather(kube, gateway=None):
                  for kind in GATEWAY_KINDS for g in kube.list(kind)]
     found = [g for g in found if g["obj"] and not g["obj"]["metadata"].get("deletionTimestamp")]
     found.sort(key=lambda g: (g["namespace"], g["name"], g["kind"]))
-    chosen, pod = None, None
+    chosen, pod, pods = None, None, []
     for g in found:
         pods = kube.list("Pod", g["namespace"], "%s=gateway,%s=%s" % (GATEWAY_COMPONENT_LABEL, GATEWAY_NAME_LABEL, g["name"]))
         pod = active_pod(pods)
@@ -135,6 +140,8 @@ def gather(kube, gateway=None):
             "gateway_kind": chosen["kind"] if chosen else None,
             "pod": {"name": pod["metadata"]["name"], "ip": pod["status"]["podIP"], "node": pod["spec"].get("nodeName")}
             if pod else None,
+            # a gateway pod's view: every live pod of its gateway, so a warm standby builds its own end too
+            "pods": {p["metadata"]["name"]: p["status"]["podIP"] for p in _live(pods)} if gateway and chosen else {},
             "remote_cidrs": sorted(set(remote), key=lambda c: ipaddress.ip_network(c, strict=False)),
             "mtu": int((chosen["obj"].get("spec") or {}).get("mtu") or DEFAULT_MTU) if chosen else DEFAULT_MTU,
             "internal_cidr": net.get("internalCIDR") or "10.80.0.0/16",
@@ -180,10 +187,16 @@ def plan_node(node, facts, link_type="vxlan", mtu=None, masquerade_bypass=True):
 
 def plan_gateway(nodes, facts, pod_name, tunnel_interfaces, link_type="vxlan", mtu=None):
     """The overlay inside the gateway pod `pod_name`: a link to every node with a pod CIDR, their pod CIDRs
-    routed back over them for what comes out of the tunnels. Empty when this pod is not the active one."""
+    routed back over them for what comes out of the tunnels. The active pod and a warm standby (a live pod of the
+    gateway: the nodes' links point to the active one only, so the standby's carry nothing until it takes over)
+    build it; empty for a pod being deleted or not (yet) running."""
     host = {"links": [], "routes": [], "rules": [], "bypass": []}
     mtu = mtu or facts.get("mtu") or DEFAULT_MTU
-    if not facts["pod"] or facts["pod"]["name"] != pod_name:
+    if facts["pod"] and facts["pod"]["name"] == pod_name:
+        own_ip = facts["pod"]["ip"]
+    else:
+        own_ip = (facts.get("pods") or {}).get(pod_name)
+    if not own_ip:
         return host
     gw_ip = gateway_internal_ip(facts["internal_cidr"])
     peers, back = [], []
@@ -192,7 +205,7 @@ def plan_gateway(nodes, facts, pod_name, tunnel_interfaces, link_type="vxlan", m
         if slot is None:
             continue
         dev = gateway_link_name(node["metadata"]["name"])
-        host["links"].append(_link(dev, VNI_BASE + slot[0], _underlay(node), facts["pod"]["ip"], gw_ip, link_type, mtu))
+        host["links"].append(_link(dev, VNI_BASE + slot[0], _underlay(node), own_ip, gw_ip, link_type, mtu))
         peers.append({"dst": "%s/32" % slot[1], "dev": dev, "scope": "link"})
         back.append({"dst": str(ipaddress.ip_network(node["spec"]["podCIDR"], strict=False)), "via": slot[1],
                      "dev": dev, "onlink": True})

@@ -17,11 +17,22 @@ CONDITION = "Established"
 PATH = "/apis/networking.liqo.io/v1beta1/namespaces/%s/connections/%s"
 
 
+# Reasons of an Error the probe itself can see end (the peer answering again). Any other reason (an MTU mismatch,
+# a refused field, a key problem) is the gateway's plan: only a run that finds it fixed clears it; a probe whose
+# small pings still pass must not turn it back to Connected.
+PROBE_REASONS = frozenset(("PeerUnreachable", "NoInterface", "NoHandshake", "Probing"))
+
+
 def status_patch(current_status, value, reason, message, latency_us, now):
     """The merge patch of a Connection's status for this health, or None when nothing would change but the
     latency's timestamp. The Established condition is rewritten only when the value changes (keeping its
-    observedGeneration): while the value holds, the gateway role's publish and the probe agree on it."""
+    observedGeneration): while the value holds, the gateway role's publish and the probe agree on it. An Error
+    whose reason is not the probe's to clear (PROBE_REASONS) is left as it is."""
     cur = current_status or {}
+    if value == CONNECTED and cur.get("value") == "Error":
+        held = next((c for c in cur.get("conditions") or [] if c.get("type") == CONDITION), {})
+        if held.get("reason") and held["reason"] not in PROBE_REASONS:
+            return None
     latency = {"value": latency_text(latency_us), "timestamp": now} if value == CONNECTED and latency_us is not None \
         else None
     old_latency = (cur.get("latency") or {}).get("value")

@@ -31,14 +31,24 @@ def remap(address, original, remapped):
     return str(new.network_address + (int(addr) - int(orig.network_address)))
 
 
+GATEWAY_POD_LABEL = ("networking.liqo.io/component", "gateway")
+GATEWAY_POD_SKIP = ("a gateway pod of the in-cluster fabric, not a workload: its netns routes the remote CIDRs into "
+                    "its own tunnel (a warm standby's reaches no peer), so it is neither a source nor a target")
+
+
+def is_gateway_pod(pod):
+    return ((pod.get("metadata") or {}).get("labels") or {}).get(GATEWAY_POD_LABEL[0]) == GATEWAY_POD_LABEL[1]
+
+
 def running_pods(pods):
-    """{node: [pod, ...]} of the pods with their own address (not hostNetwork), Running, sorted by namespace/name."""
+    """{node: [pod, ...]} of the pods with their own address (not hostNetwork), Running, sorted by namespace/name;
+    gateway pods left out (GATEWAY_POD_SKIP)."""
     out = {}
     for pod in sorted(pods, key=lambda p: (p["metadata"].get("namespace"), p["metadata"]["name"])):
         spec, status = pod.get("spec") or {}, pod.get("status") or {}
         if spec.get("hostNetwork") or status.get("phase") != "Running" or not status.get("podIP") or not spec.get("nodeName"):
             continue
-        if pod["metadata"].get("deletionTimestamp"):
+        if pod["metadata"].get("deletionTimestamp") or is_gateway_pod(pod):
             continue
         out.setdefault(spec["nodeName"], []).append(pod)
     return out
@@ -70,9 +80,11 @@ def plan(cluster, peer, local_pods, remote_pods, configurations, peer_id, mtu, f
     original = original[0] if isinstance(original, list) else original
     remapped = remapped[0] if isinstance(remapped, list) else remapped
     mine, theirs = running_pods(local_pods), running_pods(remote_pods)
+    skipped = [{"cluster": cluster, "peer": peer, "from": _ref(p), "reason": GATEWAY_POD_SKIP}
+               for p in sorted(local_pods, key=_ref) if is_gateway_pod(p) and not p["metadata"].get("deletionTimestamp")]
     targets = [p for node in sorted(theirs) for p in (theirs[node] if full else theirs[node][:1])]
     sizes = (SMALL, int(mtu) - IP_ICMP_HEADERS)
-    out, skipped = {}, []
+    out = {}
     for node in sorted(mine):
         sources = mine[node] if full else mine[node][:1]
         probes = out.setdefault(node, [])

@@ -10,6 +10,11 @@ at once is unreachable for ~12-15 s more. The health probe knows sooner (3 lost 
 adds it back with the same configuration in one request, which drops the session, so the next packet (the
 probe's next ping) starts a handshake; WireGuard retries it every 5 s while packets wait.
 
+A client (whose listen port nobody manages) also moves to a new random port (`rebind`): a new source port is a
+new flow for every NAT between the peers, so a stale binding there cannot keep sending the new handshakes to the
+old gateway pod. kube-proxy (before Kubernetes 1.21) leaves a NodePort's UDP conntrack entry pointing at the
+Service's old endpoint for as long as packets keep it alive, which a client's keepalives and retries do.
+
 Only peers with an endpoint are restarted: without one this end cannot start a handshake and must wait for the
 peer's. The configuration written back is what was read, under the lock the modules take for their own
 read-then-write (wireguard.UserspaceBackend.config_lock), so a concurrent reconcile neither sees a difference nor
@@ -21,9 +26,10 @@ from __future__ import absolute_import, division, print_function
 from ansible_collections.liqo.fabric.plugins.module_utils import wireguard as wg
 
 
-def restart_changes(dev, public_key=None):
+def restart_changes(dev, public_key=None, rebind=False):
     """The DeviceChange restarting the sessions of `public_key` (every peer when None) that have an endpoint;
-    empty when none qualifies. Removal and re-add of one key in one request: the removal is rendered first."""
+    empty when none qualifies. Removal and re-add of one key in one request: the removal is rendered first.
+    `rebind`: the interface also moves to a new random listen port (listen_port 0)."""
     change = wg.DeviceChange()
     for pub, peer in dev.peers.items():
         if (public_key is not None and pub != public_key) or not peer.endpoint:
@@ -32,12 +38,15 @@ def restart_changes(dev, public_key=None):
         change.peers.append(wg.PeerChange(
             pub, new=True, preshared_key=peer.preshared_key, endpoint=peer.endpoint,
             persistent_keepalive=peer.persistent_keepalive, allowed_ips=list(peer.allowed_ips)))
+    if rebind and change.peers:
+        change.listen_port = 0
     return change
 
 
-def restart_session(interface, public_key=None, run_dir=wg.RUN_DIR):
-    """Restarts the session of the interface's peer `public_key` (every peer with an endpoint when None).
-    Returns the public keys restarted; [] when the interface is gone or no peer has an endpoint."""
+def _apply(interface, run_dir, make_change):
+    """Reads the interface's device, applies make_change(device) unless empty; the public keys changed ([] when
+    the interface is gone or nothing qualifies). Under the interface's lock: a module replacing the peer (a key
+    rotation) between our read and our write would otherwise see the old peer added back."""
     wg.validate_ifname(interface, "interface")
     wg._require_pyroute2()  # pylint: disable=protected-access
     with wg.IPRoute() as ipr:
@@ -45,11 +54,33 @@ def restart_session(interface, public_key=None, run_dir=wg.RUN_DIR):
     if link is None:
         return []
     backend = wg.choose_backend(interface, link, run_dir=run_dir)
-    # under the interface's lock: a module replacing the peer (a key rotation) between our read and our write
-    # would otherwise see the old peer added back
     with backend.config_lock():
-        change = restart_changes(backend.read(), public_key)
+        change = make_change(backend.read())
         if change.empty():
             return []
         backend.apply(change)
     return sorted({pc.public_key for pc in change.peers})
+
+
+def restart_session(interface, public_key=None, run_dir=wg.RUN_DIR, rebind=False):
+    """Restarts the session of the interface's peer `public_key` (every peer with an endpoint when None), on a
+    new random listen port with `rebind` (only for an interface whose port nobody manages: a client).
+    Returns the public keys restarted; [] when the interface is gone or no peer has an endpoint."""
+    return _apply(interface, run_dir, lambda dev: restart_changes(dev, public_key, rebind))
+
+
+def activate_changes(dev, endpoint, persistent_keepalive):
+    """The DeviceChange giving a warm standby's peer (the one peer without an endpoint) its endpoint and
+    keepalive; empty when the device has no such peer (already active, or not built yet)."""
+    change = wg.DeviceChange()
+    for pub, peer in dev.peers.items():
+        if not peer.endpoint:
+            change.peers.append(wg.PeerChange(pub, endpoint=endpoint, persistent_keepalive=persistent_keepalive))
+    return change
+
+
+def activate(interface, endpoint, persistent_keepalive, run_dir=wg.RUN_DIR):
+    """A client standby taking over: its peer gets `endpoint` and the keepalive now, which sends the first
+    handshake at once (turning a keepalive on does), instead of after the active pod's first playbook run (which
+    then finds the peer as it plans it). Returns the public keys changed; [] when there was nothing to do."""
+    return _apply(interface, run_dir, lambda dev: activate_changes(dev, endpoint, persistent_keepalive))

@@ -65,6 +65,13 @@ options:
     description: Pod side, return RV(private_keys). The task must then have C(no_log=true); the module refuses otherwise.
     type: bool
     default: false
+  standby:
+    description:
+      - Pod side, the plan of a warm standby pod (not the Lease holder). It builds the whole tunnel, but the peer of a
+        C(GatewayClient) has no endpoint and no keepalive, so the standby never reaches the peer (two live pods with one
+        key would make the peer's endpoint flap). Taking over is then one change of the peer, not a new tunnel.
+    type: bool
+    default: false
 """
 
 EXAMPLES = r"""
@@ -127,6 +134,7 @@ def main():
             node_name=dict(type="str"),
             internal_cidr=dict(type="str", default="10.80.0.0/16"),
             include_private_keys=dict(type="bool", default=False),
+            standby=dict(type="bool", default=False),
         ),
         supports_check_mode=True,
     )
@@ -136,7 +144,7 @@ def main():
     where = "%s/%s" % (p["namespace"], p["name"])
     if p["side"] == "pod":
         plans, keys = with_kube(module, lambda kube: pod_side(kube, p["kind"], p["namespace"], p["name"], p["node_name"],
-                                                              p["internal_cidr"]))
+                                                              p["internal_cidr"], p["standby"]))
         result = dict(changed=False, gateways=plans, applied=[])
         if p["include_private_keys"]:
             result["private_keys"] = keys

@@ -15,8 +15,9 @@ description:
   - O(side=node) (the node agent, host network) applies one overlay link from the node to the active gateway pod's IP,
     the remote (remapped) CIDRs routed over it in table 18952 with their rules, and the masquerade bypass.
   - O(side=gateway) (the gateway pod itself) applies one link to every node, each node's pod CIDR routed back over
-    it, selected for what comes out of the tunnels (O(tunnel_interfaces)). Empty unless O(pod_name) is the
-    active pod of its gateway.
+    it, selected for what comes out of the tunnels (O(tunnel_interfaces)). The active pod and a warm standby
+    (any live pod of the gateway) build it; the nodes' links point to the active pod only. Empty for a pod being
+    deleted.
   - Internal addresses are computed, never recorded; a node's from its C(spec.podCIDR), the gateway's is the
     first address of the internal CIDR.
 author: liqo.fabric developers (@liqo-fabric)

@@ -2,6 +2,7 @@
 
 No root needed and no network: playbooks run on localhost with the local connection.
 """
+import glob
 import json
 import logging
 import os
@@ -13,8 +14,9 @@ import threading
 import time
 
 import pytest
+import yaml
 
-from controller import warm
+from controller import runner, warm
 from controller.runner import PlaybookRunner
 from tests.conftest import ROOT
 
@@ -173,7 +175,7 @@ def test_timeout_and_cancel_kill_the_child_and_all_descendants(runners, books, t
     cancel = threading.Event()
 
     def go():
-        out["res"] = w.run(str(books / "sleep.yml"), {"pidfile": pidfile}, 3 if how == "timeout" else 600, how,
+        out["res"] = w.run(str(books / "sleep.yml"), {"pidfile": pidfile}, 15 if how == "timeout" else 600, how,
                            cancel=cancel.is_set)
 
     t = threading.Thread(target=go)
@@ -181,8 +183,13 @@ def test_timeout_and_cancel_kill_the_child_and_all_descendants(runners, books, t
     tree = run_tree(w.zygote.pid, pidfile)
     if how == "cancel":
         cancel.set()
+    t_cancel = time.monotonic()
     t.join(60)
     assert not t.is_alive()
+    print(f"{how}: the run returned {time.monotonic() - t_cancel:.2f} s after the cancel/the tree was seen")
+    # the slot's ansible_runner settings: the cancel callback is looked at every CANCEL_POLL s, not every 5 s
+    settings = glob.glob(os.path.join(w.runtime_dir, "slot*", "env", "settings"))
+    assert settings and all(yaml.safe_load(open(f)) == {"pexpect_timeout": runner.CANCEL_POLL} for f in settings)
     res = out["res"]
     assert res.warm is True and not res.ok and res.status == ("timeout" if how == "timeout" else "canceled")
     assert wait_until(lambda: not any(alive(p) for p in tree), 10), [p for p in tree if alive(p)]

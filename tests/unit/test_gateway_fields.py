@@ -362,3 +362,17 @@ def test_key_rotation_refuses_the_users_keys():
     assert not out["due"] and "spec.secretRef" in out["error"] and "user-keys" in out["error"]
     with pytest.raises(key_rotation.RotationError, match="spec.secretRef"):
         key_rotation._secret(FakeKube([]), gw)  # pylint: disable=protected-access
+
+
+def test_a_warm_standby_client_has_its_tunnel_but_cannot_reach_the_peer():
+    """A standby pod's plan: the same keys, addresses and peer, but no endpoint and no keepalive for a client (it
+    must send nothing while the active pod holds the peer); the active plan keeps both."""
+    gw = _gateway(CLIENT, {"addresses": ["10.42.3.54"], "ports": [32133]}, secretRef={"name": "user-keys"})
+    kube = _kube(gw, _secret({"privateKey": RAW}))
+    (active,), keys = gateway_incluster.pod_side(kube, CLIENT, NS, "gw", None, "10.80.0.0/16")
+    (standby,), standby_keys = gateway_incluster.pod_side(kube, CLIENT, NS, "gw", None, "10.80.0.0/16", standby=True)
+    assert active["peer"]["endpoint"] and active["peer"]["persistent_keepalive"] > 0 and not active.get("standby")
+    assert standby["peer"]["endpoint"] is None and standby["peer"]["persistent_keepalive"] == 0 and standby["standby"]
+    assert standby_keys == keys and standby["ready"]
+    assert {k: v for k, v in standby.items() if k not in ("peer", "standby")} == \
+        {k: v for k, v in active.items() if k != "peer"}

@@ -63,7 +63,21 @@ def test_a_gateway_between_two_pods_blackholes_its_remote_cidrs():
     od.validate(held, 18952, "present")
 
 
-def test_a_standby_pod_holds_no_overlay():
+def test_a_warm_standby_builds_its_own_end_and_the_nodes_still_point_to_the_active_pod():
+    facts = dict(FACTS, pods={"gw-client-x": "10.243.0.5", "gw-client-y": "10.243.1.7"})
+    standby = oi.plan_gateway(NODES, facts, "gw-client-y", ["lwg1"])
+    active = oi.plan_gateway(NODES, facts, "gw-client-x", ["lwg1"])
+    assert [ln["local"] for ln in standby["links"]] == ["10.243.1.7"] * len(NODES)
+    assert [dict(ln, local=None) for ln in standby["links"]] == [dict(ln, local=None) for ln in active["links"]]
+    assert standby["routes"] == active["routes"] and standby["rules"] == active["rules"]
+    assert all(oi.plan_node(n, facts)["links"][0]["remotes"] == ["10.243.0.5"] for n in NODES)
+    od.validate(standby, 18952, "present")
+
+
+def test_a_pod_not_live_holds_no_overlay():
+    """Not among the gateway's live pods (being deleted, not running yet): nothing, whatever it held is removed."""
+    facts = dict(FACTS, pods={"gw-client-x": "10.243.0.5"})
+    assert oi.plan_gateway(NODES, facts, "gw-client-y", ["lwg1"])["links"] == []
     assert oi.plan_gateway(NODES, FACTS, "gw-client-y", ["lwg1"])["links"] == []
 
 

@@ -102,6 +102,18 @@ def test_status_patch_connected_error_and_quiet_when_unchanged():
     assert phs.status_patch(err, ph.ERROR, "PeerUnreachable", "4 lost", None, "T4") is None
 
 
+def test_an_error_of_the_plan_is_not_cleared_by_answering_probes():
+    """An MTU mismatch (or any reason the probe cannot see end) stays until a run clears it; an Error the probe
+    can see end (the peer silent, no handshake) turns Connected when the peer answers."""
+    def error(reason):
+        return {"value": "Error", "conditions": [{"type": "Established", "status": "False", "reason": reason}]}
+    for reason in ("MTUMismatch", "InvalidEndpoint", "SecretNotFound"):
+        assert phs.status_patch(error(reason), ph.CONNECTED, "Established", "ok", 400.0, "T") is None, reason
+    for reason in sorted(phs.PROBE_REASONS):
+        assert phs.status_patch(error(reason), ph.CONNECTED, "Established", "ok", 400.0, "T")["status"]["value"] == \
+            "Connected", reason
+
+
 def test_metrics_have_liqos_names_and_labels():
     text = phm.render([phm.sample("cluster-b", True, 412.6, (1000, 2000)),
                        phm.sample("cluster-c", False, None, None)])

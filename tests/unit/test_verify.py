@@ -37,6 +37,19 @@ def test_sampled_plan_one_pod_per_node_pair_and_the_nodes_both_sizes():
     assert len([p for p in full["n1"] if p["from"] != "node n1"]) == 2 * 3 * 2
 
 
+def test_gateway_pods_are_neither_sources_nor_targets():
+    """In-cluster gateway pods (active or warm standby) sort before the workloads of their namespace; they are left
+    out with the reason, so each node is probed through a workload pod."""
+    gw = pod("gw-client-x", "n1", "10.243.0.5")
+    gw["metadata"]["labels"] = {"networking.liqo.io/component": "gateway"}
+    remote_gw = dict(pod("gw-server-y", "m1", "10.243.0.4"), metadata={
+        "name": "gw-server-y", "namespace": "default", "labels": {"networking.liqo.io/component": "gateway"}})
+    probes, skipped = verify.plan("local", "remote", [gw, pod("web", "n1", "10.243.0.2")],
+                                  [remote_gw, pod("b1", "m1", "10.243.0.2")], [CONF], "B", 1340)
+    assert {(p["from"], p["to"]) for p in probes["n1"]} == {("default/web", "default/b1"), ("node n1", "default/b1")}
+    assert skipped == [{"cluster": "local", "peer": "remote", "from": "default/gw-client-x", "reason": verify.GATEWAY_POD_SKIP}]
+
+
 def test_a_missing_remap_is_named():
     with pytest.raises(verify.VerifyError, match="no Configuration labelled liqo.io/remote-cluster-id=C"):
         verify.plan("local", "remote", [], [], [CONF], "C", 1340)

@@ -40,6 +40,23 @@ def test_peers_without_an_endpoint_cannot_start_a_handshake_and_are_left_alone()
     assert [(p.public_key, p.remove) for p in every.peers] == [(PUB_A, True), (PUB_A, False)]
 
 
+def test_rebind_moves_the_interface_to_a_random_port_with_the_restart_only():
+    text = wg.render_uapi_set(wgs.restart_changes(device(), PUB_A, rebind=True))
+    assert text.split("\n")[:3] == ["set=1", "listen_port=0", "public_key=" + bytes(range(32)).hex()], text
+    assert "listen_port" not in wg.render_uapi_set(wgs.restart_changes(device(), PUB_A))
+    assert wgs.restart_changes(device(), PUB_B, rebind=True).empty()   # nothing restarted: the port stays
+
+
+def test_activation_gives_the_peer_without_an_endpoint_its_endpoint_and_keepalive():
+    text = wg.render_uapi_set(wgs.activate_changes(device(), "192.0.2.7:32100", 25))
+    expected = ["set=1", "public_key=" + bytes(range(1, 33)).hex(), "endpoint=192.0.2.7:32100",
+                "persistent_keepalive_interval=25", "", ""]
+    assert text.split("\n") == expected, text
+    dev = device()
+    dev.peers[PUB_B].endpoint = "192.0.2.7:32100"   # already active: nothing to do
+    assert wgs.activate_changes(dev, "192.0.2.7:32100", 25).empty()
+
+
 def test_counters_stay_monotonic_across_a_restart_from_zero():
     c = phm.Counters("lfab0")
     assert c.add(None) is None

@@ -1,0 +1,104 @@
+"""What a gateway failover relies on in WireGuard itself, on real wireguard-go (or the kernel module) in two netns:
+
+- a warm standby client (peer without endpoint and keepalive) sends nothing; setting both, as the run that makes
+  it active does, starts a handshake at once, with no traffic to carry;
+- a client's session restart with `rebind` moves it to a new random source port (a new flow for every NAT on the
+  way, such as a NodePort's stale conntrack entry) and the server follows it to the new port.
+"""
+import os
+import sys
+import time
+
+import pytest
+
+from tests.ansible_run import ROOT, run_module
+from tests.integration.test_wireguard import iface_args, ping, wg_names  # noqa: F401 pylint: disable=unused-import
+from tests.lab import netns
+
+pytestmark = pytest.mark.root
+
+sys.path.insert(0, os.path.join(ROOT, "build", "collections"))
+from ansible_collections.liqo.fabric.plugins.module_utils import wireguard as wg  # noqa: E402
+
+SERVER_EP = "192.168.77.2:51820"
+
+
+def read(ns, ifname):
+    """The interface's device state read in its netns (listen port, peers with endpoint and last handshake)."""
+    r = run_module("liqo.fabric.wireguard_info", {"name": ifname}, netns=ns)
+    assert r["exists"], r.get("msg")
+    return r["interface"]
+
+
+def pair(a, b, ifa, ifb, client_peer):
+    """Server on b (port 51820, peer without endpoint); client on a (unmanaged port) with `client_peer`."""
+    priv_a, pub_a = wg.generate_keypair()
+    priv_b, pub_b = wg.generate_keypair()
+    server = iface_args(ifb, priv_b, 51820, "10.80.0.2/30", pub_a, None, "10.80.0.1/32")
+    client = iface_args(ifa, priv_a, None, "10.80.0.1/30", pub_b, SERVER_EP, "10.80.0.2/32")
+    del client["listen_port"]
+    client["peers"] = [dict(client["peers"][0], **client_peer)]
+    for args, ns in ((server, b), (client, a)):
+        r = run_module("liqo.fabric.wireguard_interface", args, netns=ns)
+        assert r["changed"] and not r.get("failed"), r.get("msg")
+    return client, pub_b
+
+
+def test_a_standby_client_sends_nothing_and_its_activation_handshakes_at_once(wg_names):
+    a, b, ifa, ifb = wg_names
+    client, pub_b = pair(a, b, ifa, ifb, {"endpoint": None, "persistent_keepalive": 0})
+    time.sleep(1.5)
+    (peer,) = read(b, ifb)["peers"]
+    assert peer["latest_handshake"] is None and peer["rx_bytes"] == 0, peer   # the standby reached nobody
+    # the active run: the same interface, the peer with its endpoint and keepalive; no packet is sent by the test
+    active = dict(client, peers=[dict(client["peers"][0], endpoint=SERVER_EP, persistent_keepalive=25)])
+    t0 = time.monotonic()
+    r = run_module("liqo.fabric.wireguard_interface", active, netns=a)
+    assert r["changed"] and not r.get("failed"), r.get("msg")
+    while time.monotonic() - t0 < 5 and read(a, ifa)["peers"][0]["latest_handshake"] is None:
+        time.sleep(0.1)
+    (peer,) = read(a, ifa)["peers"]
+    assert peer["latest_handshake"] is not None, "turning the keepalive on sent no handshake within 5 s"
+    print(f"standby client made active -> handshake: {time.monotonic() - t0:.2f} s (module run included)")
+    assert ping(a, "10.80.0.2")
+
+
+def test_a_rebind_session_restart_moves_the_client_to_a_new_port_the_server_follows(wg_names):
+    a, b, ifa, ifb = wg_names
+    pair(a, b, ifa, ifb, {"persistent_keepalive": 25})
+    assert ping(a, "10.80.0.2")
+    before = read(a, ifa)["listen_port"]
+    assert read(b, ifb)["peers"][0]["endpoint"] == f"192.168.77.1:{before}"
+    code = ("import sys; sys.path.insert(0, %r); from ansible_collections.liqo.fabric.plugins.module_utils "
+            "import wireguard_session as s; print(s.restart_session(%r, rebind=True))"
+            % (os.path.join(ROOT, "build", "collections"), ifa))
+    out = netns.exec_in(a, [sys.executable, "-c", code]).stdout
+    assert out.strip() not in ("", "[]"), out   # the public keys restarted
+    after = read(a, ifa)["listen_port"]
+    assert after and after != before, (before, after)
+    assert ping(a, "10.80.0.2")
+    assert read(b, ifb)["peers"][0]["endpoint"] == f"192.168.77.1:{after}"
+    # without rebind the port stays (a server's, which the Service targets, is never moved)
+    code = code.replace("rebind=True", "rebind=False")
+    netns.exec_in(a, [sys.executable, "-c", code])
+    assert read(a, ifa)["listen_port"] == after
+    assert ping(a, "10.80.0.2")
+
+
+def test_the_engine_activates_a_standby_client_in_process(wg_names):
+    """gateway_ha.activate_client's step (wireguard_session.activate): the standby's one peer without an endpoint
+    gets it with the keepalive, the handshake follows at once; a second call has nothing to do."""
+    a, b, ifa, ifb = wg_names
+    pair(a, b, ifa, ifb, {"endpoint": None, "persistent_keepalive": 0})
+    code = ("import sys; sys.path.insert(0, %r); from ansible_collections.liqo.fabric.plugins.module_utils "
+            "import wireguard_session as s; print(len(s.activate(%r, %r, 25)))"
+            % (os.path.join(ROOT, "build", "collections"), ifa, SERVER_EP))
+    t0 = time.monotonic()
+    assert netns.exec_in(a, [sys.executable, "-c", code]).stdout.strip() == "1"
+    while time.monotonic() - t0 < 5 and read(a, ifa)["peers"][0]["latest_handshake"] is None:
+        time.sleep(0.05)
+    (peer,) = read(a, ifa)["peers"]
+    assert peer["latest_handshake"] is not None and peer["endpoint"] == SERVER_EP and peer["persistent_keepalive"] == 25
+    print(f"activated in process -> handshake seen: {time.monotonic() - t0:.2f} s (python start and module reads included)")
+    assert netns.exec_in(a, [sys.executable, "-c", code]).stdout.strip() == "0"
+    assert ping(a, "10.80.0.2")
