@@ -278,6 +278,27 @@ def overlay(manifest, context: Optional[dict] = None) -> List[str]:
     return dataplane(manifest, context, kind="overlay")
 
 
+PARTIAL_KEY = "fabric_dataplane_partial"
+
+
+def partial(stats: dict) -> bool:
+    """The run declared (`fabric_dataplane_partial`) that its manifest covers only some of the key's targets."""
+    value = (stats or {}).get(PARTIAL_KEY)
+    return value is True or (isinstance(value, str) and value.strip().lower() == "true")
+
+
+def target_place(target: dict) -> tuple:
+    """Where a target is: the machine (boot id) and the network namespace."""
+    return (target.get("kind"), target.get("boot_id"), target.get("netns"), target.get("netns_inode"))
+
+
+def merge_targets(old, new) -> list:
+    """A partial run's targets replace the stored targets of the same place; the other stored ones are kept."""
+    fresh = as_targets(new)
+    places = {target_place(t) for t in fresh}
+    return [t for t in as_targets(old) if target_place(t) not in places] + fresh
+
+
 def manifest_from_stats(stats: dict):
     """The `fabric_dataplane` of a run's set_stats data (also accepts a JSON string)."""
     value = (stats or {}).get(MANIFEST_KEY)

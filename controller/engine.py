@@ -61,6 +61,38 @@ def _secret_transform(obj: dict) -> dict:
             "digest": hashing.secret_digest(obj)}
 
 
+# metadata every cached object keeps (keys, hashes' memo, finalizers, deletion, related-object labels)
+_META_KEPT = ("name", "namespace", "uid", "resourceVersion", "generation", "labels", "deletionTimestamp", "finalizers")
+# kinds with one cached object per node or pod: only the fields the watch map reads are kept (issue 20)
+SLIM_KINDS = ("Node", "Pod")
+
+
+def _slim_transform(paths: List[str]):
+    """A cache transform keeping metadata's keys (_META_KEPT) and the fields at `paths` (dotted) only: a real
+    Node's images and conditions, a Pod's containers and status are most of its size and read by nothing here."""
+    paths = sorted({p for p in paths if p})
+
+    def transform(obj: dict) -> dict:
+        meta = obj.get("metadata") or {}
+        out = {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"),
+               "metadata": {k: meta[k] for k in _META_KEPT if k in meta}}
+        for path in paths:
+            parts = path.split(".")
+            cur, dst = obj, out
+            for i, part in enumerate(parts):
+                if not isinstance(cur, dict) or part not in cur:
+                    break
+                cur = cur[part]
+                if i == len(parts) - 1:
+                    dst[part] = cur
+                else:
+                    dst = dst.setdefault(part, {})
+                    if not isinstance(dst, dict):
+                        break
+        return out
+    return transform
+
+
 class ClusterState:
     def __init__(self, engine: "Engine", name: str, kubeconfig: Optional[str]):
         self.engine = engine
@@ -182,12 +214,25 @@ class Engine:
         res = RESOURCES[kind]
         scoped = res.namespaced and self.namespaces and (kind == "Secret" or self.gateway is not None)
 
+        transform = _secret_transform if kind == "Secret" else (
+            _slim_transform(self._read_fields(kind)) if kind in SLIM_KINDS else None)
+
         def make(namespace):
             return Informer(cs.api, res, lambda k, t, o, old, c=cs: self._on_event(c, k, t, o, old), self.stop,
-                            transform=_secret_transform if kind == "Secret" else None, watch_timeout=self.watch_timeout,
+                            transform=transform, watch_timeout=self.watch_timeout,
                             field_selector=self._field_selector(kind), namespace=namespace,
                             label_selector=self._label_selector(kind))
         return NamespacedInformers([make(ns) for ns in self.namespaces]) if scoped else make(None)
+
+    def _read_fields(self, kind: str) -> List[str]:
+        """The fields of `kind`'s objects the watch map reads: inputs and Secret references of its entries,
+        inputs of the related entries naming it, references from other entries' objects are on those."""
+        paths: List[str] = []
+        for e in self.entries:
+            if e.kind == kind:
+                paths += list(e.inputs) + list(e.secrets) + [r.ref for r in e.related if r.ref]
+            paths += [p for r in e.related if r.kind == kind for p in r.inputs]
+        return paths
 
     def start(self) -> None:
         for cs in self.clusters.values():
@@ -498,13 +543,31 @@ class Engine:
         changed_members = [m for m in live if applied.get(m) != live_hashes[m]]
         if item.force and not changed_members:
             changed_members = list(live)
-        result = self._run(cs, entry, item, live, changed_members, deleting=False)
+        result = self._run(cs, entry, item, live, changed_members, deleting=False, full=self._full_apply(cs, item))
         if result.reason == SUPERSEDED:
             return   # nothing to record or retry: the active run is queued
         self._record(cs, entry, item, live, live_hashes, changed_members, result)
 
+    def _full_apply(self, cs: ClusterState, item: Item) -> bool:
+        """`fabric_full_apply` of a run: false lets a playbook apply only what the event changed (reconcile_overlay:
+        the nodes whose planned state is not the one recorded after their last apply). True when the run is forced
+        (drift, a retry after a failure), when no dataplane manifest of the key is stored yet (the first run records
+        every target for the drift check), or when a deleted object of a drift-checked kind (a Node) left the key:
+        a partial run keeps the other targets of the stored manifest, so a full run drops the deleted one's."""
+        if item.force:
+            return True
+        with cs.lock:
+            if item.key not in cs.manifests:
+                return True
+        for reason in item.reasons:
+            if reason.startswith("deleted "):
+                kind = reason.split(" ", 1)[1].split("/", 1)[0]
+                if kind in self.by_kind and self.by_kind[kind].drift is not None:
+                    return True
+        return False
+
     def _run(self, cs: ClusterState, entry: WatchEntry, item: Item, objs: dict, changed: List[str],
-             deleting: bool) -> RunResult:
+             deleting: bool, full: bool = True) -> RunResult:
         if entry.status and not deleting:
             self._set_status_many(cs, [(objs[m], "reconciling", "", "") for m in changed])
         refs = [object_ref(objs[m]) for m in sorted(objs)]
@@ -513,6 +576,7 @@ class Engine:
             "kubeconfig": cs.kubeconfig, "fabric_cluster": cs.name, "fabric_key": item.key,
             "fabric_object": refs[0] if (len(refs) == 1 and not entry.grouped) else None,
             "fabric_objects": refs, "fabric_deleting": deleting, "fabric_mode": self.mode,
+            "fabric_full_apply": full,
         })
         if self.mode in ("node", "gateway"):
             extravars["fabric_node"] = self.node_name
@@ -575,6 +639,9 @@ class Engine:
                 else:
                     cs.applied[item.key] = self.applied_repr(entry, hashes)
                 manifest = drift_mod.manifest_from_stats(res.stats)
+                if manifest is not None and drift_mod.partial(res.stats) and item.key in cs.manifests:
+                    # a run that applied some nodes only: their targets replace theirs, the others' stay
+                    manifest = drift_mod.merge_targets(cs.manifests[item.key], manifest)
                 if manifest is not None:
                     cs.manifests[item.key] = manifest
                     self._supersede(cs, item.key, manifest)
@@ -603,8 +670,7 @@ class Engine:
         """A node's overlay is one whole state: the newest run that applied it (a gateway event's
         reconcile_gateway too) replaces that node's overlay target in every other key's manifest, so the
         overlay key's drift check compares the kernel with what was applied last. Caller holds cs.lock."""
-        def where(t):
-            return (t.get("boot_id"), t.get("netns"), t.get("netns_inode"))
+        where = drift_mod.target_place
         newest = {where(t): t for t in drift_mod.as_targets(manifest) if t.get("kind") == "overlay"}
         if not newest:
             return

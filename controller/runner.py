@@ -222,15 +222,25 @@ class PlaybookRunner:
 
         playbook = os.path.abspath(playbook)
         kwargs = self._common_kwargs()
+        slot = self._slot_dir()
+        # the extra vars go in a file (-e @FILE, 0600 in the 0700 slot): a group key's fabric_objects (a cluster's
+        # Nodes and Pods: thousands of refs) exceeds what one command-line argument may hold (128 KiB)
+        vars_file = os.path.join(slot, f"extravars-{ident}.json")
+        fd = os.open(vars_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(extravars or {}, f, separators=(",", ":"))
+        cmdline = f"-e @{shlex.quote(vars_file)}"
         zygote = self.zygote
         if zygote is not None and not zygote.closed:
             zygote.ensure()
             # binary= is run as is (ansible_runner's RAW mode): the playbook goes on the command line
-            kwargs.update(binary=zygote.launcher, cmdline=shlex.quote(playbook))
+            kwargs.update(binary=zygote.launcher, cmdline=f"{shlex.quote(playbook)} {cmdline}")
+        else:
+            kwargs.update(cmdline=cmdline)
         warm = False
         try:
             r = ansible_runner.run(
-                private_data_dir=self._slot_dir(), playbook=playbook, inventory=self.inventory, extravars=extravars,
+                private_data_dir=slot, playbook=playbook, inventory=self.inventory,
                 ident=ident, rotate_artifacts=self.rotate, event_handler=on_event, timeout=int(max(1, timeout)),
                 cancel_callback=cancel or (lambda: False), limit=limit, **kwargs)
             status, rc = r.status, r.rc
@@ -240,6 +250,11 @@ class PlaybookRunner:
             log.exception("ansible_runner failed", extra={"fields": {"playbook": playbook, "error": str(exc)}})
             status, rc = "error", None
             acc["failed"] = acc["failed"] or ("", "", f"ansible_runner error: {exc}", {})
+        finally:
+            try:
+                os.unlink(vars_file)
+            except OSError:
+                pass
         duration = time.monotonic() - t0
         res = RunResult(ok=status == "successful" and rc == 0, status=status, rc=rc, duration=duration,
                         spawn_seconds=(first_event[0] - t0) if first_event else None,

@@ -160,13 +160,49 @@ def _linkinfo(msg):
     return kind, attrs
 
 
-def read_link(ipr, name: str, links: Optional[Dict[int, str]] = None) -> Optional[dict]:
-    """The overlay link `name` as a dict in the shape `desired_state` produces, or None."""
-    found = ipr.link_lookup(ifname=name)
-    if not found:
-        return None
-    index = found[0]
-    msg = ipr.link("get", index=index)[0]
+class LinkSnapshot:
+    """One dump each of the links, the fdb and the addresses of a namespace, for reading many links: read_link
+    alone dumps the links twice, the fdb and the addresses once per link (a gateway host with a link to each of
+    100 nodes read them ~400 times: seconds of netlink parsing per run)."""
+
+    def __init__(self, ipr):
+        self.msgs = {m.get_attr("IFLA_IFNAME"): m for m in ipr.get_links()}
+        self.names = {m["index"]: name for name, m in self.msgs.items()}
+        self._ipr = ipr
+        self._fdb: Optional[Dict[int, list]] = None
+        self._addrs: Optional[Dict[int, list]] = None
+
+    def fdb(self, index: int) -> list:
+        if self._fdb is None:
+            self._fdb = {}
+            for m in self._ipr.fdb("dump"):
+                self._fdb.setdefault(m["ifindex"], []).append(m)
+        return self._fdb.get(index, [])
+
+    def addrs(self, index: int) -> list:
+        if self._addrs is None:
+            self._addrs = {}
+            for m in self._ipr.get_addr():
+                self._addrs.setdefault(m["index"], []).append(m)
+        return self._addrs.get(index, [])
+
+
+def read_link(ipr, name: str, links: Optional[Dict[int, str]] = None,
+              snapshot: Optional[LinkSnapshot] = None) -> Optional[dict]:
+    """The overlay link `name` as a dict in the shape `desired_state` produces, or None. `snapshot`: read it
+    from that (taken before anything changed the link) instead of asking the kernel."""
+    if snapshot is not None:
+        msg = snapshot.msgs.get(name)
+        if msg is None:
+            return None
+        index = msg["index"]
+        links = snapshot.names
+    else:
+        found = ipr.link_lookup(ifname=name)
+        if not found:
+            return None
+        index = found[0]
+        msg = ipr.link("get", index=index)[0]
     kind, a = _linkinfo(msg)
     if links is None:
         links = {m["index"]: m.get_attr("IFLA_IFNAME") for m in ipr.get_links()}
@@ -178,7 +214,7 @@ def read_link(ipr, name: str, links: Optional[Dict[int, str]] = None) -> Optiona
                      dev=links.get(link) if link else None, remote=None,
                      learning=bool(a.get("IFLA_VXLAN_LEARNING")))
         fdb = []
-        for m in ipr.fdb("dump"):
+        for m in (snapshot.fdb(index) if snapshot is not None else ipr.fdb("dump")):
             if m["ifindex"] == index and m.get_attr("NDA_LLADDR") == ZERO_MAC and m.get_attr("NDA_DST"):
                 fdb.append(str(ipaddress.ip_address(m.get_attr("NDA_DST"))))
         state["fdb"] = sorted(fdb)
@@ -191,7 +227,7 @@ def read_link(ipr, name: str, links: Optional[Dict[int, str]] = None) -> Optiona
         if state.get(k):
             state[k] = str(ipaddress.ip_address(state[k]))
     addrs = []
-    for m in ipr.get_addr(index=index):
+    for m in (snapshot.addrs(index) if snapshot is not None else ipr.get_addr(index=index)):
         addr = m.get_attr("IFA_ADDRESS")
         if m["family"] == socket.AF_INET6 and ipaddress.ip_address(addr).is_link_local:
             continue  # the kernel's own fe80:: address is not ours to manage
@@ -368,12 +404,13 @@ def sync_overlay_links(links: List[dict], owned_prefixes: List[str], check: bool
     before: Dict[str, dict] = {}
     after: Dict[str, dict] = {}
     with IPRoute(**kw) as ipr:
-        existing = [l.get_attr("IFLA_IFNAME") for l in ipr.get_links()]
+        snap = LinkSnapshot(ipr)   # each link is read before it changes; one change never touches another link
+        existing = list(snap.msgs)
         supported = geneve_supported(ipr) if wanted else None
         for want in wanted:
             want, _supported = resolve_type(want, ipr, supported)
             result.setdefault("type", want.type)
-            current = read_link(ipr, want.name)
+            current = read_link(ipr, want.name, snapshot=snap)
             actions = plan(want, current, "present")
             if want_states:
                 if current is not None:
@@ -393,7 +430,7 @@ def sync_overlay_links(links: List[dict], owned_prefixes: List[str], check: bool
         for name in sorted(existing):
             if name not in names and any(name.startswith(p) for p in owned_prefixes):
                 if want_states:
-                    current = read_link(ipr, name)
+                    current = read_link(ipr, name, snapshot=snap)
                     if current is not None:
                         before[name] = {k: v for k, v in current.items() if k != "index"}
                 result["actions"] += describe([("delete",)], name)

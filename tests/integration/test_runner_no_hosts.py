@@ -58,3 +58,24 @@ def test_an_inventory_without_the_group_is_named(tmp_path):
     assert not res.ok and res.reason == "NoHostsMatched"
     assert "play 'Gateways of the cluster' (hosts: cluster_a_gateway) matched no hosts in inventory " + str(inv) \
         == res.message, res.message
+
+
+@pytest.mark.parametrize("warm", [False, True])
+def test_extra_vars_larger_than_one_command_line_argument_reach_the_play(tmp_path, warm):
+    """A group key's fabric_objects (a cluster's Nodes and Pods) outgrows an argument's 128 KiB: the runner hands
+    the extra vars over in a file, warm or cold, and removes it after the run."""
+    book = tmp_path / "pb.yml"
+    book.write_text("- hosts: localhost\n  gather_facts: false\n  tasks:\n"
+                    "    - ansible.builtin.assert:\n        that:\n          - fabric_objects | length == 3000\n"
+                    "          - (fabric_objects | last).name == 'pod-2999'\n")
+    r = PlaybookRunner(str(tmp_path / "rt"), ROOT, warm=warm)
+    try:
+        if warm:
+            r.zygote.wait_ready(60)
+        refs = [{"apiVersion": "v1", "kind": "Pod", "namespace": "default", "name": f"pod-{i}", "uid": "u" * 36}
+                for i in range(3000)]
+        res = r.run(str(book), {"fabric_objects": refs}, 120, "bigvars")
+        assert res.ok and res.warm == warm, res.message
+        assert not list((tmp_path / "rt").glob("slot*/extravars-*")), "the extra vars file is left behind"
+    finally:
+        r.close()

@@ -94,3 +94,34 @@ def test_health_probe_process_alive_or_named(tmp_path):
     with open(pid_path, "w", encoding="utf-8") as f:  # the pid now names another process
         json.dump({"pid": os.getpid(), "start": "1", "config": "x"}, f)
     assert drift.check_target(target) == ["host: the health probe process of lwg0 is not running"]
+
+
+def test_a_partial_runs_targets_replace_theirs_and_keep_the_others():
+    n1 = {"kind": "overlay", "netns": "n1", "boot_id": "b", "routes": []}
+    n2 = {"kind": "overlay", "netns": "n2", "boot_id": "b"}
+    new_n1 = dict(n1, routes=[{"table": 18952, "dst": ["10.243.1.2/32"]}])
+    assert drift.merge_targets([n1, n2], [new_n1]) == [n2, new_n1]
+    assert drift.partial({"fabric_dataplane_partial": True}) and drift.partial({"fabric_dataplane_partial": "True"})
+    assert not drift.partial({"fabric_dataplane_partial": False}) and not drift.partial({})
+
+
+def _engine_stub(manifests):
+    entries = watchmap.parse([{"kind": "Node", "playbook": "/dev/null", "key": "{cluster}/overlay",
+                               "drift": {"function": "controller.drift:overlay", "period": 30}},
+                              {"kind": "Pod", "playbook": "/dev/null", "key": "{cluster}/overlay"}], None)
+    eng = types.SimpleNamespace(by_kind={e.kind: e for e in entries})
+    cs = types.SimpleNamespace(lock=__import__("threading").RLock(), manifests=manifests)
+    return eng, cs
+
+
+@pytest.mark.parametrize("force, stored, reasons, full", [
+    (False, True, {"added Pod/default/p1", "modified Pod/default/p2"}, False),   # an event: only what changed
+    (True, True, {"drift: route missing"}, True),                               # forced: drift, retry
+    (False, False, {"added Pod/default/p1"}, True),                             # no manifest yet: record all
+    (False, True, {"deleted Pod/default/p1"}, False),                           # a pod owns no target
+    (False, True, {"deleted Node/n3"}, True),                                   # a node's target must go
+])
+def test_full_apply_only_when_forced_unrecorded_or_a_target_owner_left(force, stored, reasons, full):
+    eng, cs = _engine_stub({"a/overlay": []} if stored else {})
+    item = types.SimpleNamespace(key="a/overlay", force=force, reasons=reasons)
+    assert Engine._full_apply(eng, cs, item) is full  # pylint: disable=protected-access

@@ -267,3 +267,20 @@ def test_json_logs():
     rec = json.loads(buf.getvalue().strip().splitlines()[-1])
     assert rec["msg"] == "hello" and rec["cluster"] == "a" and rec["n"] == 2 and rec["level"] == "info"
     logging.getLogger().handlers[:] = []
+
+
+def test_node_and_pod_caches_keep_only_the_fields_the_watch_map_reads():
+    from controller.engine import _slim_transform  # pylint: disable=import-outside-toplevel
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "p", "namespace": "default", "uid": "u", "resourceVersion": "7", "labels": {"app": "x"},
+                        "annotations": {"big": "x" * 1000}, "ownerReferences": [{"kind": "ReplicaSet"}]},
+           "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "i"}], "volumes": [{"name": "v"}]},
+           "status": {"podIP": "10.0.0.2", "hostIP": "172.30.0.2", "conditions": [{"type": "Ready"}]}}
+    inputs = ["spec.nodeName", "status.podIP", "status.hostIP", "status.missing.field"]
+    slim = _slim_transform(inputs)(pod)
+    assert slim == {"apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": "p", "namespace": "default", "uid": "u", "resourceVersion": "7",
+                                 "labels": {"app": "x"}},
+                    "spec": {"nodeName": "n1"}, "status": {"podIP": "10.0.0.2", "hostIP": "172.30.0.2"}}
+    assert hashing.project(slim, inputs) == hashing.project(pod, inputs)   # the input hash is the same
+    assert _slim_transform(["metadata.annotations"])(pod)["metadata"]["annotations"] == pod["metadata"]["annotations"]
