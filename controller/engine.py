@@ -150,6 +150,7 @@ class Engine:
         # the active gateway pod's live peer health (issue 21): its thread runs while this pod is the active one
         self.health_collector = peer_health.HealthCollector() if self.gateway else None
         self._health: Dict[str, peer_health.GatewayHealth] = {}
+        self._cluster_ids: Dict[str, str] = {}
         if self.health_collector:  # its own probe, not the Connection it watches, is the pod's liqo_peer_*
             self.metrics.live_peers = self.health_collector.samples
         self.queue = WorkQueue(debounce=debounce)
@@ -243,6 +244,7 @@ class Engine:
             if cs.leader:
                 if self.gateway:  # a restarted container starts as a standby: no Service traffic, no overlay
                     gateway_ha.mark(cs.api, self.gateway["namespace"], self.pod_name, False)
+                    self._cluster_id(cs)   # known before a takeover needs it
                 cs.leader.start()
         for i in range(self.workers_n):
             t = threading.Thread(target=self._worker, name=f"worker-{i}", daemon=True)
@@ -914,9 +916,10 @@ class Engine:
 
     def _on_lead(self, cs: ClusterState) -> None:
         if self.gateway:
-            self._activate_standby(cs)
-            # the Service and the node agents' overlay follow the label
+            # the label first: the Service and the node agents' overlay follow it (the longer way), then the
+            # client's own tunnel (a local change)
             gateway_ha.mark(cs.api, self.gateway["namespace"], self.pod_name, True)
+            self._activate_standby(cs)
             self._start_health(cs)
             # the warm standby's tunnel is one run from active (its client peer gets the endpoint): now, not
             # after the informers' wait below
@@ -934,27 +937,27 @@ class Engine:
         obj = cs.obj(self.gateway["kind"], f"{self.gateway['namespace']}/{self.gateway['name']}")
         if not obj or self.gateway["kind"] != "GatewayClient":
             return
-        try:
-            cluster_id = peer_health.read_cluster_id(cs.api)
-        except ApiError as exc:
-            log.warning("cluster id not read: the standby's tunnel waits for the active run", extra=_f(error=str(exc)))
-            return
-        gateway_ha.activate_client(dict(obj, kind=self.gateway["kind"]), cluster_id)
+        cluster_id = self._cluster_id(cs)
+        if cluster_id:
+            gateway_ha.activate_client(dict(obj, kind=self.gateway["kind"]), cluster_id)
+
+    def _cluster_id(self, cs: ClusterState) -> str:
+        """This cluster's id (its interface names derive from it), read once: a takeover does not wait for it."""
+        if not self._cluster_ids.get(cs.name):
+            try:
+                self._cluster_ids[cs.name] = peer_health.read_cluster_id(cs.api)
+            except ApiError as exc:
+                log.warning("cluster id not read", extra=_f(cluster=cs.name, error=str(exc)))
+                return ""
+        return self._cluster_ids[cs.name]
 
     def _start_health(self, cs: ClusterState) -> None:
         """The active gateway pod's probe of its peer (a standby has no tunnel to probe)."""
         self._stop_health(cs)
         kind, key = self.gateway["kind"], f"{self.gateway['namespace']}/{self.gateway['name']}"
-        ids: List[str] = []
 
         def cluster_id() -> str:
-            if not ids:
-                try:
-                    ids.append(peer_health.read_cluster_id(cs.api))
-                except ApiError as exc:
-                    log.warning("cluster id not read", extra=_f(error=str(exc)))
-                    return ""
-            return ids[0]
+            return self._cluster_id(cs)
 
         def gateway() -> Optional[dict]:
             obj = cs.obj(kind, key)
