@@ -935,11 +935,10 @@ class Engine:
     def _activate_standby(self, cs: ClusterState) -> None:
         """A client standby's tunnel reaches the peer at once (gateway_ha.activate_client)."""
         obj = cs.obj(self.gateway["kind"], f"{self.gateway['namespace']}/{self.gateway['name']}")
-        if not obj or self.gateway["kind"] != "GatewayClient":
-            return
-        cluster_id = self._cluster_id(cs)
-        if cluster_id:
-            gateway_ha.activate_client(dict(obj, kind=self.gateway["kind"]), cluster_id)
+        if obj and self.gateway["kind"] == "GatewayClient":   # a server's standby has nothing to activate
+            cluster_id = self._cluster_id(cs)
+            if cluster_id:
+                gateway_ha.activate_client(dict(obj, kind=self.gateway["kind"]), cluster_id)
 
     def _cluster_id(self, cs: ClusterState) -> str:
         """This cluster's id (its interface names derive from it), read once: a takeover does not wait for it."""

@@ -19,8 +19,6 @@ import concurrent.futures
 import os
 import shutil
 import signal
-import subprocess
-import sys
 import tempfile
 import time
 
@@ -41,34 +39,6 @@ TABLE = "18952"
 
 def load() -> str:
     return "/".join(f"{x:.1f}" for x in os.getloadavg())
-
-
-class TreeController(ControllerProc):
-    """ControllerProc run from another source tree (its controller/, playbooks/ and watch map)."""
-
-    def __init__(self, root: str, *a, **kw):
-        super().__init__(*a, **kw)
-        self.root = root
-
-    def start(self, timeout: float = 60.0) -> "TreeController":
-        if self.root == ROOT:
-            return super().start(timeout)
-        from tests.e2e.test_controller import free_port  # pylint: disable=import-outside-toplevel
-        self.port = free_port()
-        argv = [sys.executable, "-m", "controller", "--metrics-address", "127.0.0.1", "--metrics-port", str(self.port),
-                "--runtime-dir", os.path.join(self.workdir, f"rt-{self.name}"), "--lease-duration", "3",
-                "--debounce", "0.1", "--identity", self.name]
-        for c, kc in self.clusters.items():
-            argv += ["--cluster", f"{c}={kc}"]
-        argv += ["--inventory", self.inventory] + list(self.extra)
-        env = dict(os.environ, PYTHONPATH=self.root,
-                   ANSIBLE_COLLECTIONS_PATH=os.path.join(self.root, "build", "collections"),
-                   PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(argv, cwd=self.root, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, start_new_session=True)
-        wait_for(lambda: self.http("/readyz")[0] == 200, timeout, f"controller {self.name} ready")
-        return self
 
 
 def routed(gw_ns: str) -> set:
@@ -148,9 +118,9 @@ def one_pass(label, root, lab, workdir, burst_pods, spare, out):
     kube = Kube(a.kubeconfig)
     # b reaches a's pods at a's pod CIDR as b's IPAM remapped it (both clusters use the same pod CIDR)
     remap = Kube(b.kubeconfig).list("Configuration")[0]["status"]["remote"]["cidr"]["pod"]
-    ctl = TreeController(root, workdir, {"a": a.kubeconfig, "b": b.kubeconfig}, "--no-leader-elect",
+    ctl = ControllerProc(workdir, {"a": a.kubeconfig, "b": b.kubeconfig}, "--no-leader-elect",
                          name=f"scale-{label}-{len(out.setdefault(label, {}).get('add', []))}",
-                         inventory=lab.inventory_path).start()
+                         inventory=lab.inventory_path, root=root).start(60)
     try:
         t0 = time.monotonic()
         settle(ctl)

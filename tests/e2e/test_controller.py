@@ -146,8 +146,10 @@ def _descendants(pid: int) -> list:
 class ControllerProc:
     """liqo-fabric-controller as a child process, with its metrics endpoint on a free loopback port."""
 
-    def __init__(self, workdir: str, clusters: dict, *extra: str, name: str = "ctl", inventory: str | None = None):
+    def __init__(self, workdir: str, clusters: dict, *extra: str, name: str = "ctl", inventory: str | None = None,
+                 root: str = ROOT):
         self.workdir, self.clusters, self.extra, self.name, self.inventory = workdir, clusters, extra, name, inventory
+        self.root = root   # the source tree it runs from (a benchmark compares another tree's controller)
         self.port = 0
         self.proc = None
         self.log_path = os.path.join(workdir, f"{name}.log")
@@ -163,9 +165,11 @@ class ControllerProc:
         if self.inventory:
             argv += ["--inventory", self.inventory]
         argv += list(self.extra)
-        env = dict(os.environ, PYTHONPATH=ROOT, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+        env = dict(os.environ, PYTHONPATH=self.root, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+        if self.root != ROOT:
+            env["ANSIBLE_COLLECTIONS_PATH"] = os.path.join(self.root, "build", "collections")
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+            self.proc = subprocess.Popen(argv, cwd=self.root, env=env, stdout=log, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL, start_new_session=True)
         wait_for(lambda: self.http("/readyz")[0] == 200, timeout, f"controller {self.name} ready")
         return self

@@ -379,6 +379,13 @@ def peer_metric(cluster, pod: str, name: str, remote_id: str):
     return None
 
 
+def connection_status(cluster) -> tuple:
+    """(status.value, its condition) of the cluster's one Connection."""
+    conn = next(iter(get_json(cluster, "connections")["items"]), {})
+    st = conn.get("status") or {}
+    return st.get("value"), next((c for c in st.get("conditions") or []), {})
+
+
 def test_a_wrong_public_key_ends_in_error_with_the_reason(connected, installed):
     """As in the agentless path: the PublicKey of b's peer replaced by a wrong key, b's Connection turns Error,
     NoHandshake, naming the key (written by the gateway pod's run); the right key back, Connected again."""
@@ -387,16 +394,11 @@ def test_a_wrong_public_key_ends_in_error_with_the_reason(connected, installed):
     good = get_json(b, *ref[:2])["spec"]["publicKey"]
     wrong = base64.b64encode(b"\x01" * 32).decode()
 
-    def condition_of_b():
-        conn = next(iter(get_json(b, "connections")["items"]), {})
-        st = conn.get("status") or {}
-        return st.get("value"), next((c for c in st.get("conditions") or []), {})
-
     t0 = time.monotonic()
     kubectl(b, "patch", *ref, "--type", "merge", "-p", json.dumps({"spec": {"publicKey": wrong}}))
     try:
         def wrong_key_reported():
-            value, cond = condition_of_b()
+            value, cond = connection_status(b)
             return value == "Error" and cond.get("reason") == "NoHandshake" and wrong in (cond.get("message") or "")
 
         wait_for(wrong_key_reported, timeout=120, interval=1, what="b: Connection Error NoHandshake naming the wrong key")
@@ -419,27 +421,22 @@ def test_an_mtu_mismatch_ends_in_error_with_the_reason(connected, installed):
     a = installed["a"]
     ref = ["publickeies.networking.liqo.io", "from-b", "-n", "default"]
 
-    def condition_of_a():
-        conn = next(iter(get_json(a, "connections")["items"]), {})
-        st = conn.get("status") or {}
-        return st.get("value"), next((c for c in st.get("conditions") or []), {})
-
     t0 = time.monotonic()
     kubectl(a, "annotate", *ref, "networking.liqo.io/mtu=1300")
     try:
         def mismatch_reported():
-            value, cond = condition_of_a()
+            value, cond = connection_status(a)
             message = cond.get("message") or ""
             return value == "Error" and cond.get("reason") == "MTUMismatch" and "1300" in message and "1340" in message
 
         wait_for(mismatch_reported, timeout=120, interval=1, what="a: Connection Error MTUMismatch naming 1340 and 1300")
         FIGURES["MTU mismatch declared -> Connection Error MTUMismatch (s)"] = round(time.monotonic() - t0, 1)
         time.sleep(12)   # longer than the live probe's 10 s status period: the probe leaves the error alone
-        assert condition_of_a()[1].get("reason") == "MTUMismatch", condition_of_a()
+        assert connection_status(a)[1].get("reason") == "MTUMismatch", connection_status(a)
     finally:
         kubectl(a, "annotate", *ref, "networking.liqo.io/mtu-")
     t1 = time.monotonic()
-    wait_for(lambda: condition_of_a()[0] == "Connected", timeout=120, interval=1,
+    wait_for(lambda: connection_status(a)[0] == "Connected", timeout=120, interval=1,
              what="a: Connection Connected with the MTUs equal again")
     FIGURES["MTU equal again -> Connected (s)"] = round(time.monotonic() - t1, 1)
 
