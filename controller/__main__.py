@@ -83,6 +83,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--no-state", action="store_true", help="do not persist applied hashes in ConfigMap liqo/%s" % "liqo-fabric-controller-state")
     p.add_argument("--no-warm-runner", action="store_true",
                    help="spawn a cold ansible-playbook per run (default: fork runs from a zygote that imported Ansible once)")
+    p.add_argument("--no-repoint-in-process", action="store_true",
+                   help="node mode: on a gateway pod's event, leave the overlay to the playbook run (default: apply it "
+                        "in process first, then run the playbook)")
     p.add_argument("--log-level", default=os.environ.get("FABRIC_LOG_LEVEL", "info"))
     return p.parse_args(argv)
 
@@ -150,7 +153,8 @@ def main(argv=None) -> int:
                     lease_namespace=args.lease_namespace, identity=args.identity, mode=mode,
                     node_name=args.node_name, watch_map_path=args.watches, metrics=metrics,
                     state_configmap=not args.no_state, watch_timeout=args.watch_timeout,
-                    warm_runner=not args.no_warm_runner, namespaces=namespaces, gateway=gateway)
+                    warm_runner=not args.no_warm_runner, namespaces=namespaces, gateway=gateway,
+                    repoint_in_process=not args.no_repoint_in_process)
     engine.key_rotation_period = args.key_rotation_check
     http = HealthServer(args.metrics_address, args.metrics_port, metrics, engine.healthy, engine.ready)
     http.start()

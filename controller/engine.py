@@ -25,6 +25,7 @@ from controller import hashing
 from controller.kubeapi import ApiError, ClusterAPI, Informer, NamespacedInformers, obj_key
 from controller.leader import LeaderElector
 from controller.metrics import Metrics
+from controller.node_repoint import NodeRepoint
 from controller.runner import PlaybookRunner, RunResult
 from controller.status import StatusWriter
 from controller.watchmap import RESOURCES, WatchEntry, get_field
@@ -131,7 +132,7 @@ class Engine:
                  watch_map_path: Optional[str] = None, metrics: Optional[Metrics] = None,
                  state_configmap: bool = True, watch_timeout: int = 240, max_retry_delay: float = 60.0,
                  warm_runner: bool = True, mode: Optional[str] = None, namespaces: Optional[List[str]] = None,
-                 gateway: Optional[dict] = None):
+                 gateway: Optional[dict] = None, repoint_in_process: bool = True):
         # controller: the API side (with --inventory also the agentless dataplane); node: the node agent;
         # gateway: one gateway pod ({kind, namespace, name}), which applies the gateway role to itself
         self.mode = mode or ("node" if node_mode else "controller")
@@ -186,6 +187,10 @@ class Engine:
         self.key_rotation = key_rotation.KeyRotation(self, os.path.dirname(gw_entry.playbook)) if (
             gw_entry and gw_entry.playbook) else None
         self.key_rotation_period = 10.0  # seconds between checks of the rotation schedules
+        # node agent: its overlay re-pointed in process on a gateway pod's event, ahead of the playbook run
+        pod_entry = self.by_kind.get("Pod") if node_mode and node_name and repoint_in_process else None
+        self.repoint = {name: NodeRepoint(node_name, cs.kubeconfig, self.stop, options=pod_entry.vars)
+                        for name, cs in self.clusters.items()} if pod_entry and pod_entry.enabled else {}
 
     # ================================================================== lifecycle
     def kinds(self) -> List[str]:
@@ -246,6 +251,9 @@ class Engine:
                     gateway_ha.mark(cs.api, self.gateway["namespace"], self.pod_name, False)
                     self._cluster_id(cs)   # known before a takeover needs it
                 cs.leader.start()
+        for t in self.repoint.values():
+            t.start()
+            self._threads.append(t)
         for i in range(self.workers_n):
             t = threading.Thread(target=self._worker, name=f"worker-{i}", daemon=True)
             t.start()
@@ -299,6 +307,8 @@ class Engine:
         if kind == "Connection":
             self.metrics.connection(cs.name, obj, deleted=etype == "DELETED")
         entry = self.by_kind.get(kind)
+        if kind == "Pod" and cs.name in self.repoint:
+            self.repoint[cs.name].kick()
         if entry and entry.playbook and entry.enabled:
             key = entry.work_key(cs.name, obj, self.node_name)
             mid = member_id(kind, obj)

@@ -167,6 +167,8 @@ class Informer(threading.Thread):
                 backoff = min(backoff * 2, 5.0)
             except Exception as exc:  # never let an informer die
                 self.connected = False
+                if self.stop_event.is_set():
+                    break   # close() shut the stream under a read (http.client then fails in its own ways)
                 log.exception("informer error", extra={"fields": {**self._f(), "error": str(exc)}})
                 self.rv = ""
                 self.stop_event.wait(backoff)

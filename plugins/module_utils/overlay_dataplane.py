@@ -24,6 +24,7 @@ from typing import Dict, List, Optional
 from ansible_collections.liqo.fabric.plugins.module_utils import nat_table as nat
 from ansible_collections.liqo.fabric.plugins.module_utils import overlay_link as olink
 from ansible_collections.liqo.fabric.plugins.module_utils import routing
+from ansible_collections.liqo.fabric.plugins.module_utils.netns_lock import LockTimeout, netns_lock
 from ansible_collections.liqo.fabric.plugins.module_utils.nftables import Nft, NftError
 
 DEFAULT_TABLE = routing.DEFAULT_TABLE
@@ -152,6 +153,15 @@ def sync_overlay_dataplane(node_plan: Optional[dict], table: int = DEFAULT_TABLE
     Raises ValidationError (nothing changed) or DataplaneError (the kernel refused a write; the parts
     before it are applied, the message names the part)."""
     v = validate(node_plan, table, state)
+    # a node agent re-points its link in process (controller/node_repoint.py) while its playbook may be syncing
+    try:
+        with netns_lock("overlay-%d" % v["table"]):
+            return _sync(v, state, check, want_diff)
+    except LockTimeout as e:
+        raise DataplaneError(str(e)) from None
+
+
+def _sync(v: dict, state: str, check: bool, want_diff: bool) -> dict:
     table = v["table"]
     present = state == "present"
     # The last validation that needs the kernel: route devices exist or are links about to be made.

@@ -21,6 +21,7 @@ import time
 PORT = 12345          # UDP port of the probe on both tunnel ends (the same default as Liqo's gateways)
 INTERVAL = 1.0        # seconds between two pings
 THRESHOLD = 3         # consecutive lost pings that make the peer Error
+RESTART_AFTER = 2     # consecutive lost pings after which the WireGuard session is restarted (once per outage)
 MAGIC = b"LFH1"
 PING, PONG = b"P", b"R"
 _PACKET = struct.Struct("!4sc I Q")  # magic, type, sequence, sender's monotonic time (ns)
@@ -98,6 +99,13 @@ class HealthState:
             self.since = now if now is not None else time.time()
             return True
         return False
+
+    def restart_due(self):
+        """True right after the ping that makes the losses reach RESTART_AFTER (or the threshold, if lower): the
+        moment to restart the WireGuard session, once per outage. A ping earlier than the Error: a peer that is
+        a new gateway pod (a failover) is reached a probe interval sooner; two pings lost in a row by chance
+        cost one handshake."""
+        return self.losses == min(RESTART_AFTER, self.threshold)
 
 
 class Prober:

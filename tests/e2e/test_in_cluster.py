@@ -28,6 +28,7 @@ from tests.e2e.test_real_lab import kubectl, kubectl_binary
 from tests.lab import Lab, netns
 from tests.lab.images import fabric_image, images, tiny_image
 from tests.lab.imagestore import seed_root
+from tests.lab.loadbalancer import LabLoadBalancer
 
 DEPLOY = os.path.join(ROOT, "deploy")
 SA_CONTROLLER = "system:serviceaccount:liqo:liqo-fabric-controller"
@@ -831,8 +832,9 @@ def timeline(cluster, pods: list, since: float) -> str:
                 continue
             if t >= -1 and r.get("logger") != "ansible" and (r.get("level") != "info" or r.get("msg") in (
                     "playbook run", "playbook done", "leadership acquired", "gateway pod active",
-                    "WireGuard session restarted", "tunnel and overlay links dropped")):
-                extra = {k: r[k] for k in ("key", "result", "seconds", "spawn", "slowest", "reasons", "message") if r.get(k)}
+                    "WireGuard session restarted", "tunnel and overlay links dropped", "overlay re-pointed in process")):
+                extra = {k: r[k] for k in ("key", "result", "seconds", "spawn", "slowest", "reasons", "message", "gateway_pod")
+                         if r.get(k)}
                 rows.append((t, pod[-5:], r["msg"], json.dumps(extra)[:300]))
     return "\n".join(f"+{t:6.2f} {p} {m} {x}" for t, p, m, x in sorted(rows))
 
@@ -921,8 +923,12 @@ def test_gateway_failover_to_the_standby(connected, installed, cluster, name):
         outage = pinger.stop()
     FIGURES[f"{name} failover: longest time without a reply (s)"] = outage
     agents = [("liqo", p.metadata.name) for p in ready_pods(c, "liqo-fabric-node-agent")]
-    print(f"\n{name} failover timeline (s after the delete):\n"
-          + timeline(c, [("default", new.metadata.name)] + agents, killed), flush=True)
+    shown = timeline(c, [("default", new.metadata.name)] + agents, killed)
+    print(f"\n{name} failover timeline (s after the delete):\n" + shown, flush=True)
+    # every node agent moved its link in process, ahead of its playbook run (controller/node_repoint.py)
+    repointed = {line.split()[1] for line in shown.splitlines()
+                 if "overlay re-pointed in process" in line and new.metadata.name in line}
+    assert repointed == {pod[-5:] for _ns, pod in agents}, shown
     assert outage < 90, outage
     # the Deployment's new pod is the standby
     wait_for(lambda: len(gateway_pods(c, name)) == 2, timeout=120, what=f"{c.name}: the replacement standby")
@@ -990,6 +996,60 @@ def test_memory_of_the_pods(connected, installed):
         if working_kib >= 0:
             FIGURES[f"working set of the {label} pod (MiB)"] = round(working_kib / 1024, 1)
     assert all(v > 0 for k, v in FIGURES.items() if k.startswith("RSS")), FIGURES
+
+
+def test_a_load_balancer_gateway_server(connected, installed):
+    """The GatewayServer switched to `serviceType: LoadBalancer` behind the lab's load balancer (tests/lab/
+    loadbalancer.py: a WAN address given to the Service and announced by one of b's WAN nodes): its status endpoint
+    becomes the load balancer's address and the Service port; the client, given that endpoint as a user would,
+    reaches the server through it (its WireGuard endpoint is that address), both Connections are Connected again
+    and a workload pod of a reaches one of b. Back to NodePort at the end, the address taken back."""
+    a, b = installed["a"], installed["b"]
+    hosts = list(ipaddress.ip_network(installed.wan.cidr).hosts())
+    lb = LabLoadBalancer(b, [str(h) for h in hosts[-4:]])   # the WAN's top addresses: no lab node has them
+    lb.start()
+    switched = time.monotonic()
+    try:
+        kubectl(b, "patch", "gatewayserver", "server", "--type", "merge", "-p",
+                json.dumps({"spec": {"endpoint": {"serviceType": "LoadBalancer"}}}))
+
+        def lb_endpoint():
+            ep = (get_json(b, "gatewayserver", "server").get("status") or {}).get("endpoint") or {}
+            return ep if ep.get("addresses") == [lb.assigned.get("default/gw-server")] else None
+
+        endpoint = wait_for(lb_endpoint, timeout=120, what="the GatewayServer's endpoint at the load balancer")
+        svc = get_json(b, "service", "gw-server")
+        assert svc["spec"]["type"] == "LoadBalancer" and endpoint["port"] == svc["spec"]["ports"][0]["port"], (svc, endpoint)
+        FIGURES["serviceType LoadBalancer -> the server's endpoint at the load balancer (s)"] = round(
+            time.monotonic() - switched, 1)
+        out = kubectl(b, "get", "gatewayservers.networking.liqo.io", "-A").stdout
+        assert f"{endpoint['addresses'][0]}   {endpoint['port']}" in out, out
+        kubectl(a, "patch", "gatewayclient", "client", "--type", "merge", "-p", json.dumps(
+            {"spec": {"endpoint": {"addresses": endpoint["addresses"], "port": endpoint["port"]}}}))
+        wait_for(lambda: f"endpoint: {endpoint['addresses'][0]}:{endpoint['port']}" in kubectl(
+            a, "exec", active_gateway(a, "client").metadata.name, "--", "wg", "show", check=False).stdout,
+            timeout=90, what="the client's WireGuard endpoint at the load balancer")
+        # a workload pod of a reaches one of b through the tunnel, whose outer packets go to that address only
+        view = get_json(a, "configurations", "dry-paper")["status"]["remote"]["cidr"]["pod"]
+        src = workload_pods(a)[0].metadata.name
+        dst = remapped(workload_pods(b)[0].status.pod_ip, view)
+        wait_for(lambda: probe_from(a, src, [dst]).get(dst, {}).get("icmp") == "ok", timeout=90, interval=2,
+                 what="a pod of a reaching a pod of b through the load balancer")
+        shown = kubectl(a, "exec", active_gateway(a, "client").metadata.name, "--", "wg", "show", check=False).stdout
+        assert f"endpoint: {endpoint['addresses'][0]}:{endpoint['port']}" in shown, shown   # not roamed elsewhere
+        for c in (a, b):
+            wait_for(lambda c=c: connection_status(c)[0] == "Connected", timeout=60,
+                     what=f"{c.name}: Connection Connected through the load balancer")
+        FIGURES["serviceType LoadBalancer -> pod traffic through it (s)"] = round(time.monotonic() - switched, 1)
+        assert not lb.errors, lb.errors
+    finally:
+        kubectl(b, "patch", "gatewayserver", "server", "--type", "merge", "-p",
+                json.dumps({"spec": {"endpoint": {"serviceType": "NodePort"}}}), check=False)
+        wait_for(lambda: get_json(b, "service", "gw-server")["spec"]["type"] == "NodePort", timeout=60,
+                 what="the Service back to NodePort")
+        lb.stop()
+    assert not lb.assigned and "/32" not in netns.run(["ip", "-n", lb.speaker.netns, "-br", "addr", "show",
+                                                        "wan0"]).stdout
 
 
 def test_deleting_the_gateways_removes_their_deployments_services_and_secrets(connected, installed):

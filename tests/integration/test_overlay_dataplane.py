@@ -197,3 +197,60 @@ def test_bad_input_through_ansible_keeps_the_applied_state(lab):
     assert r.get("failed") and r["msg"].startswith("table: 254") and kernel(a) == before
     ok(run_module(MODULE, {"state": "absent"}, netns=a))
     assert kernel(a) == EMPTY
+
+
+HOLD = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+from ansible_collections.liqo.fabric.plugins.module_utils.netns_lock import LockTimeout, netns_lock
+try:
+    with netns_lock(sys.argv[2], timeout=float(sys.argv[3])):
+        print("held", flush=True)
+        sys.stdin.read()   # until the test closes stdin
+except LockTimeout as e:
+    print("timeout:", e, flush=True)
+"""
+
+
+def hold(ns, name=f"overlay-{TABLE}", timeout=5.0):
+    """A process of `ns` holding the lock `name` until its stdin closes (or telling it timed out)."""
+    proc = netns.popen_in(ns, [sys.executable, "-c", HOLD, os.path.join(ROOT, "build", "collections"), name,
+                               str(timeout)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    return proc, proc.stdout.readline().strip()
+
+
+def test_one_writer_per_network_namespace(lab):
+    """Two writers of a namespace's overlay (a node agent's in-process re-point and its playbook's module) take
+    turns: the sync waits while another process of the namespace holds the lock, and runs when it is released.
+    The lock is the namespace's own (an abstract socket): another namespace never waits for it, and the kernel
+    frees it when the holder ends."""
+    a, b = lab
+    holder, said = hold(a)
+    assert said == "held"
+    waiter, said = hold(a, timeout=0.3)
+    assert said.startswith("timeout: lock overlay-18952 of this network namespace held"), said
+    waiter.communicate("")
+    other, said = hold(b)
+    assert said == "held", "b's lock is not a's"
+    other.communicate("")
+    sync = netns.popen_in(a, [sys.executable, "-c", CALL, os.path.join(ROOT, "build", "collections")],
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    sync.stdin.write(json.dumps({"node_plan": node_plan()}))
+    sync.stdin.close()
+    try:
+        sync.wait(1.5)
+    except subprocess.TimeoutExpired:
+        pass
+    assert sync.poll() is None and kernel(a) == EMPTY, "the sync must wait for the holder"
+    holder.communicate("")
+    r = json.loads(sync.stdout.read())
+    sync.wait(10)
+    assert r["changed"] and kernel(a)["links"] == [NODE_LINK]
+    holder, said = hold(a)
+    holder.kill()   # a holder that dies frees the lock
+    holder.wait()
+    again, said = hold(a, timeout=1)
+    assert said == "held"
+    again.communicate("")
+    assert not call(a, node_plan=node_plan())["changed"]
+    call(a, node_plan=None, state="absent")

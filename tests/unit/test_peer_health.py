@@ -38,6 +38,24 @@ def test_losses_below_threshold_keep_connected_then_error_then_recovery():
     assert s.losses == 0 and s.latency_us == 500.0
 
 
+def test_the_session_restart_is_due_once_per_outage_before_the_error():
+    s = ph.HealthState(threshold=3)
+    s.observe(True, 1.0)
+    due = []
+    for _ in range(6):
+        s.observe(False)
+        due.append(s.restart_due())
+    assert due == [False, True, False, False, False, False] and ph.RESTART_AFTER == 2
+    s.observe(True, 1.0)
+    assert not s.restart_due()
+    s.observe(False)
+    s.observe(False)
+    assert s.restart_due() and s.value == ph.CONNECTED   # the next outage restarts again, before the Error
+    one = ph.HealthState(threshold=1)
+    one.observe(False)
+    assert one.restart_due() and one.value == ph.ERROR   # a threshold below RESTART_AFTER: at the Error
+
+
 def test_an_answer_between_losses_resets_the_count():
     s = ph.HealthState(threshold=2)
     s.observe(True, 1.0)
