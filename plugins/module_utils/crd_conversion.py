@@ -9,7 +9,9 @@ Pure Python, no Ansible imports: the controller's conversion webhook (Conversion
 What differs (everything else is copied unchanged, ``apiVersion`` aside):
 
 * Configuration: v1alpha1 writes one CIDR string (``spec.remote.cidr.pod: 10.243.0.0/16``), v1beta1 a
-  list (``pod: [10.243.0.0/16]``), in ``spec.local``, ``spec.remote`` and ``status.remote``.
+  list (``pod: [10.243.0.0/16]``), in ``spec.local``, ``spec.remote`` and ``status.remote``. v1beta1's
+  schema also accepts one string (what the collection writes); such a string is shown as is in v1alpha1
+  and kept in the annotation so that it comes back as a string.
 * GatewayServer: v1beta1 adds ``spec.endpoint.ports`` / ``nodePorts`` (lists beside the deprecated
   ``port`` / ``nodePort``), ``spec.secretRef``, ``spec.serviceAnnotations``, ``spec.serviceLabels`` and
   ``status.endpoint.ports``.
@@ -96,7 +98,7 @@ def _dotted(path):
 
 def _first(values, where):
     if not isinstance(values, list):
-        raise ConversionError("%s must be a list, got %r" % (where, values))
+        raise ConversionError("%s must be a list%s, got %r" % (where, " or one CIDR string" if ".cidr." in where else "", values))
     return values[0] if values else _MISSING
 
 
@@ -107,6 +109,11 @@ def _down(obj, kind):
         for path in _CIDR_PATHS:
             values = _get(obj, path)
             if values is _MISSING:
+                continue
+            if isinstance(values, str):
+                # v1beta1's schema also accepts one CIDR string (deploy/crds/README.md): shown as is, and kept so
+                # that the way up gives a string again, not a list (b -> a -> b stays the identity)
+                kept[_dotted(path)] = values
                 continue
             first = _first(values, _dotted(path))
             if len(values) != 1:
@@ -137,7 +144,10 @@ def _down(obj, kind):
 
 
 def _still_shown(saved, shown):
-    """True when v1alpha1 still shows what the down conversion of the list `saved` showed."""
+    """True when v1alpha1 still shows what the down conversion of `saved` (a list, or a v1beta1 CIDR string)
+    showed."""
+    if isinstance(saved, str):
+        return shown == saved
     return isinstance(saved, list) and (shown == saved[0] if saved else shown is _MISSING)
 
 

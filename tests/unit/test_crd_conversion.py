@@ -139,6 +139,19 @@ def test_edit_in_v1alpha1_wins_over_kept_list():
     assert "annotations" not in back["metadata"]
 
 
+def test_v1beta1_cidr_string_shown_as_is_and_comes_back_a_string():
+    """What the collection writes in v1beta1 (one string, accepted by v1beta1's schema) reads in v1alpha1 as the
+    same string and converts back to a string, not a list; an edit in v1alpha1 converts to Liqo's list."""
+    b = obj(B, "Configuration", spec={"remote": {"cidr": {"pod": "10.243.0.0/16", "external": ["10.70.0.0/16"]}}},
+            status={"remote": {"cidr": {"pod": "10.71.0.0/16"}}})
+    a = convert(b, A)
+    assert a["spec"]["remote"]["cidr"] == {"pod": "10.243.0.0/16", "external": "10.70.0.0/16"}
+    assert a["status"]["remote"]["cidr"] == {"pod": "10.71.0.0/16"}
+    assert convert(a, B) == b
+    a["spec"]["remote"]["cidr"]["pod"] = "10.245.0.0/16"
+    assert convert(a, B)["spec"]["remote"]["cidr"]["pod"] == ["10.245.0.0/16"]
+
+
 def test_other_annotations_are_kept():
     b = obj(B, "GatewayClient", spec={"endpoint": {"ports": [1]}}, annotations={"keep": "me"})
     a = convert(b, A)
@@ -151,7 +164,7 @@ ERRORS = [
      "spec.endpoint.port and spec.endpoint.ports are mutually exclusive"),
     (obj(B, "GatewayServer", spec={"endpoint": {"nodePort": 1, "nodePorts": [1], "port": 2}}), A,
      "spec.endpoint.nodePort and spec.endpoint.nodePorts are mutually exclusive"),
-    (obj(B, "Configuration", spec={"remote": {"cidr": {"pod": "10.1.0.0/16"}}}), A, "spec.remote.cidr.pod must be a list"),
+    (obj(B, "Configuration", spec={"remote": {"cidr": {"pod": 5}}}), A, "spec.remote.cidr.pod must be a list or one CIDR string"),
     (obj(A, "Configuration", spec={"remote": {"cidr": {"pod": ["10.1.0.0/16"]}}}), B,
      "spec.remote.cidr.pod must be one CIDR string in v1alpha1"),
     (obj(A, "GatewayServer", spec={}, annotations={ANNOTATION: "{nope"}), B, "is not JSON"),
@@ -184,7 +197,7 @@ def _compact(d):
 
 @st.composite
 def configurations(draw, version):
-    value = CIDRS if version == A else CIDR_LISTS
+    value = CIDRS if version == A else st.one_of(CIDR_LISTS, CIDRS)  # v1beta1 also accepts one string
     spec = {"remote": {"cidr": _compact({"pod": draw(_maybe(value)), "external": draw(_maybe(value))})}}
     if draw(st.booleans()):
         spec["local"] = {"cidr": _compact({"pod": draw(_maybe(value)), "external": draw(_maybe(value))})}
