@@ -8,10 +8,11 @@ Pure Python, no Ansible imports: the controller's conversion webhook (Conversion
 
 What differs (everything else is copied unchanged, ``apiVersion`` aside):
 
-* Configuration: v1alpha1 writes one CIDR string (``spec.remote.cidr.pod: 10.243.0.0/16``), v1beta1 a
-  list (``pod: [10.243.0.0/16]``), in ``spec.local``, ``spec.remote`` and ``status.remote``. v1beta1's
-  schema also accepts one string (what the collection writes); such a string is shown as is in v1alpha1
-  and kept in the annotation so that it comes back as a string.
+* Configuration: v1alpha1 writes one CIDR string (``spec.remote.cidr.pod: 10.243.0.0/16``), v1beta1
+  Liqo's list (``pod: [10.243.0.0/16]``) or one string (its schema accepts both: what the collection writes
+  and the seeds' objects are stored as strings, so the printer columns show the seeds' values), in
+  ``spec.local``, ``spec.remote`` and ``status.remote``. A string is the same in both versions; a list is
+  shown as its first CIDR in v1alpha1 and kept in the annotation (its shape, and any further CIDR).
 * GatewayServer: v1beta1 adds ``spec.endpoint.ports`` / ``nodePorts`` (lists beside the deprecated
   ``port`` / ``nodePort``), ``spec.secretRef``, ``spec.serviceAnnotations``, ``spec.serviceLabels`` and
   ``status.endpoint.ports``.
@@ -111,13 +112,9 @@ def _down(obj, kind):
             if values is _MISSING:
                 continue
             if isinstance(values, str):
-                # v1beta1's schema also accepts one CIDR string (deploy/crds/README.md): shown as is, and kept so
-                # that the way up gives a string again, not a list (b -> a -> b stays the identity)
-                kept[_dotted(path)] = values
-                continue
+                continue  # v1beta1 also accepts one CIDR string (deploy/crds/README.md): the same in v1alpha1
             first = _first(values, _dotted(path))
-            if len(values) != 1:
-                kept[_dotted(path)] = values
+            kept[_dotted(path)] = values  # the list shape (and any CIDR after the first) comes back on the way up
             if first is _MISSING:
                 _pop(obj, path)
             else:
@@ -144,10 +141,7 @@ def _down(obj, kind):
 
 
 def _still_shown(saved, shown):
-    """True when v1alpha1 still shows what the down conversion of `saved` (a list, or a v1beta1 CIDR string)
-    showed."""
-    if isinstance(saved, str):
-        return shown == saved
+    """True when v1alpha1 still shows what the down conversion of the list `saved` showed."""
     return isinstance(saved, list) and (shown == saved[0] if saved else shown is _MISSING)
 
 
@@ -162,7 +156,7 @@ def _up(obj, kind, kept):
             elif shown is not _MISSING:
                 if not isinstance(shown, str):
                     raise ConversionError("%s must be one CIDR string in v1alpha1, got %r" % (_dotted(path), shown))
-                _set(obj, path, [shown])
+                # kept a string: v1beta1's schema accepts it, the collection writes it, the printer columns show it
         return obj
     lists, only_v1beta1 = _RULES[kind]
     for list_path, scalar_path in lists:

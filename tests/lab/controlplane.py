@@ -21,7 +21,8 @@ import sys
 import time
 
 
-from tests.lab.apiserver import ApiServer, _stop_pid, etcd_binary, free_port, kube_bin_dir, write_kubeconfig
+from tests.lab.apiserver import (WEBHOOK_ROLE, ApiServer, _stop_pid, etcd_binary, free_port, kube_bin_dir,
+                                 write_kubeconfig)
 from tests.lab.pki import make_pki
 
 API_PORT = 6443
@@ -90,6 +91,7 @@ class ControlPlane(ApiServer):
         self._write_kubeconfig()
         self._write_node_kubeconfig()
         self._wait_ready(timeout)
+        self.start_webhook(pki, self._spawn_in)  # in the netns: the apiserver reaches it on 127.0.0.1
         self._spawn_in("kube-controller-manager", [
             os.path.join(bindir, "kube-controller-manager"), "--kubeconfig", self.node_kubeconfig,
             "--bind-address", "127.0.0.1", "--secure-port", "10257", "--port", "0", "--leader-elect=false",
@@ -108,7 +110,7 @@ class ControlPlane(ApiServer):
         write_kubeconfig(self.node_kubeconfig, self.name, self.in_cluster_url, self.ca, "lab-node", self.node_token)
 
     def stop(self) -> None:
-        for role in ("forward", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"):
+        for role in ("forward", "kube-scheduler", "kube-controller-manager", WEBHOOK_ROLE, "kube-apiserver", "etcd"):
             pid = self.pids.pop(role, None)
             if pid:
                 _stop_pid(pid)
