@@ -487,3 +487,39 @@ def test_webhook_down_clear_error_nothing_written_then_converges(api):
     after = _get(api, "GatewayClient", "v1beta1", ns, existing["metadata"]["name"])
     assert after["spec"]["mtu"] == 1400 and after["spec"]["secretRef"] == before["spec"]["secretRef"]
     assert after["spec"]["endpoint"]["ports"] == before["spec"]["endpoint"]["ports"]
+
+
+def test_in_cluster_webhook_certificate_made_once_and_trusted_by_the_crds(api):
+    """What the controller's init container does in-cluster (liqo.fabric.webhook_certificate): Secret
+    liqo/liqo-fabric-webhook-tls made once (two racing replicas end with the same one), its CA the caBundle of
+    the three converted CRDs (the URL and the other fields untouched); a second run changes nothing."""
+    import concurrent.futures  # pylint: disable=import-outside-toplevel
+    from ansible_collections.liqo.fabric.plugins.module_utils import webhook_cert  # pylint: disable=import-outside-toplevel
+    from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import Kube  # pylint: disable=import-outside-toplevel
+    import base64  # pylint: disable=import-outside-toplevel
+    crds = ["configurations.%s" % GROUP, "gatewayservers.%s" % GROUP, "gatewayclients.%s" % GROUP]
+    kubectl(api, "create", "namespace", "liqo", check=False)
+    before = {n: json.loads(kubectl(api, "get", "crd", n, "-o", "json").stdout)["spec"]["conversion"] for n in crds}
+    try:
+        def run(dummy):
+            kube = Kube(api.kubeconfig)
+            try:
+                return webhook_cert.ensure(kube, "liqo", "liqo-fabric-webhook-tls", "liqo-fabric-webhook", crds)
+            finally:
+                kube.close()
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            results = list(pool.map(run, range(2)))
+        assert results[0][0] == results[1][0]  # one certificate for both replicas
+        made = [c for pems, changes in results for c in changes if c.startswith("Secret")]
+        assert made == ["Secret liqo/liqo-fabric-webhook-tls: made"], made
+        pems = results[0][0]
+        assert webhook_cert.usable(pems, "liqo-fabric-webhook", "liqo") == ""
+        for name in crds:
+            conversion = json.loads(kubectl(api, "get", "crd", name, "-o", "json").stdout)["spec"]["conversion"]
+            assert base64.b64decode(conversion["webhook"]["clientConfig"]["caBundle"]) == pems["ca.crt"]
+            assert conversion["webhook"]["clientConfig"]["url"] == api.webhook_url
+        assert run(0)[1] == []  # nothing to do the second time
+    finally:
+        for name, conversion in before.items():
+            kubectl(api, "patch", "crd", name, "--type=merge", "-p", json.dumps({"spec": {"conversion": conversion}}))
+        kubectl(api, "delete", "secret", "-n", "liqo", "liqo-fabric-webhook-tls", check=False)

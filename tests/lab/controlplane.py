@@ -82,6 +82,9 @@ class ControlPlane(ApiServer):
             "--service-account-key-file", pki["sa.key"], "--service-account-signing-key-file", pki["sa.key"],
             "--service-cluster-ip-range", self.service_cidr, "--endpoint-reconciler-type", "lease",
             "--kubelet-preferred-address-types", "InternalIP", "--enable-priority-and-fairness=false",
+            # webhooks by Service (the CRD conversion webhook of deploy/) dialled at the endpoint (pod IP, routed
+            # here), not at the ClusterIP (no kube-proxy in this netns)
+            "--enable-aggregator-routing=true",
             "--allow-privileged=true", "--v", "0"])
         self.port = free_port()
         self._spawn("forward", [sys.executable, "-m", "tests.lab.forward", str(self.port), self.netns, self.address,
