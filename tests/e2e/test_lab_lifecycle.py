@@ -141,5 +141,5 @@ def test_cli_up_status_down():
     finally:
         down = subprocess.run([sys.executable, "-m", "tests.lab", "down", lab_id], capture_output=True,
                               text=True, cwd=ROOT, env=env, check=True).stdout
-    assert f"lab {lab_id}: removed 4 netns, 2 processes" in down
+    assert f"lab {lab_id}: removed 4 netns, 3 processes" in down
     assert not [n for n in netns.list_netns() if n.startswith(f"lfab{lab_id}")]

@@ -109,6 +109,9 @@ class ControlPlane(ApiServer):
         self.start_seconds = time.monotonic() - t0
         return self
 
+    def restart_webhook(self, spawn=None) -> None:
+        super().restart_webhook(spawn or self._spawn_in)
+
     def _write_node_kubeconfig(self) -> None:
         write_kubeconfig(self.node_kubeconfig, self.name, self.in_cluster_url, self.ca, "lab-node", self.node_token)
 
