@@ -9,8 +9,8 @@ module: webhook_certificate
 short_description: Make the in-cluster conversion webhook's certificate and trust it in the CRDs
 version_added: 0.1.0
 description:
-  - The certificate of the conversion webhook served by the controller pods behind Service O(service) (deploy/):
-    Secret O(namespace)/O(secret) with C(ca.crt), C(tls.crt) and C(tls.key), made when absent and renewed when
+  - The certificate of the conversion webhook served by the controller pods behind Service O(service) (deploy/),
+    kept in Secret O(namespace)/O(secret_name) with C(ca.crt), C(tls.crt) and C(tls.key), made when absent and renewed when
     it is unreadable, not for the Service or within O(renew_days) of its end; replicas racing to make it end up
     with the same one (create, or read the winner's).
   - Sets the CA as C(caBundle) of the CRDs O(crds) whose conversion strategy is C(Webhook) (a merge patch of that
@@ -34,7 +34,7 @@ options:
     description: Namespace of the Secret and the Service.
     type: str
     default: liqo
-  secret:
+  secret_name:
     description: Name of the Secret.
     type: str
     default: liqo-fabric-webhook-tls
@@ -88,7 +88,7 @@ def _write(path, data):
 def main():
     module = AnsibleModule(
         argument_spec=dict(**KUBE_ARG_SPEC, namespace=dict(type="str", default="liqo"),
-                           secret=dict(type="str", default="liqo-fabric-webhook-tls"),
+                           secret_name=dict(type="str", default="liqo-fabric-webhook-tls"),
                            service=dict(type="str", default="liqo-fabric-webhook"),
                            crds=dict(type="list", elements="str", default=[
                                "configurations.networking.liqo.io", "gatewayservers.networking.liqo.io",
@@ -100,7 +100,7 @@ def main():
         module.fail_json(msg=missing_required_lib("cryptography"))
     p = module.params
     pems, changes = with_kube(module, lambda kube: webhook_cert.ensure(
-        kube, p["namespace"], p["secret"], p["service"], p["crds"], renew_days=p["renew_days"]), user_errors=(RuntimeError,))
+        kube, p["namespace"], p["secret_name"], p["service"], p["crds"], renew_days=p["renew_days"]), user_errors=(RuntimeError,))
     if p["dest"]:
         os.makedirs(p["dest"], mode=0o700, exist_ok=True)
         for name in ("tls.crt", "tls.key"):
