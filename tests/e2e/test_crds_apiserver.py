@@ -523,3 +523,28 @@ def test_in_cluster_webhook_certificate_made_once_and_trusted_by_the_crds(api):
         for name, conversion in before.items():
             kubectl(api, "patch", "crd", name, "--type=merge", "-p", json.dumps({"spec": {"conversion": conversion}}))
         kubectl(api, "delete", "secret", "-n", "liqo", "liqo-fabric-webhook-tls", check=False)
+
+
+@pytest.mark.parametrize("kind, field, value", [
+    ("Configuration", "spec.remote.cidr.pod", ["10.243.0.0/16"]),
+    ("Configuration", "spec.remote.cidr.external", ["10.70.0.0/16"]),
+    ("GatewayServer", "spec.endpoint.nodePorts", [30840]),
+    ("GatewayServer", "spec.secretRef", {"name": "keys"}),
+    ("GatewayServer", "spec.serviceLabels", {"team": "net"}),
+    ("GatewayClient", "spec.endpoint.ports", [32133]),
+    ("GatewayClient", "spec.secretRef", {"name": "keys"}),
+])
+def test_v1alpha1_is_the_seeds_shape_v1beta1_fields_are_refused(api, kind, field, value):
+    """v1alpha1 takes the seeds' shape only: a CIDR list or a v1beta1-only field is refused with 422 naming the
+    field (not pruned silently), and nothing is written; the same object is fine as v1beta1."""
+    from kubernetes.client.rest import ApiException  # pylint: disable=import-outside-toplevel
+    obj = _mutate(kind, field, value, "alpha-list")
+    obj["apiVersion"] = GROUP + "/v1alpha1"
+    with pytest.raises(ApiException) as err:
+        custom_api(api).create_namespaced_custom_object(GROUP, "v1alpha1", "default", PLURAL[kind], obj)
+    assert err.value.status == 422 and field in err.value.body
+    obj["apiVersion"] = GROUP + "/v1beta1"
+    if field == "spec.endpoint.ports":
+        del obj["spec"]["endpoint"]["port"]  # v1beta1: exactly one of port and ports
+    custom_api(api).create_namespaced_custom_object(GROUP, "v1beta1", "default", PLURAL[kind], obj)
+    custom_api(api).delete_namespaced_custom_object(GROUP, "v1beta1", "default", PLURAL[kind], "alpha-list")
