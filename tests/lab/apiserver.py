@@ -187,13 +187,10 @@ class ApiServer:
         """The conversion webhook on 127.0.0.1 beside the apiserver (`spawn`: in its network namespace), then its
         registration (url, caBundle) in ConfigMap kube-system/liqo-fabric-conversion-webhook."""
         import base64  # pylint: disable=import-outside-toplevel
-        cert = make_serving_cert(self.workdir, pki["ca.crt"], pki["ca.key"], WEBHOOK_ROLE)
+        make_serving_cert(self.workdir, pki["ca.crt"], pki["ca.key"], WEBHOOK_ROLE)
         self.webhook_port = free_port()
         log = os.path.join(self.workdir, f"{WEBHOOK_ROLE}.log")
-        spawn(WEBHOOK_ROLE, [sys.executable, "-m", "controller", "--mode", "webhook", "--webhook-cert", cert["crt"],
-                             "--webhook-key", cert["key"], "--webhook-address", "127.0.0.1",
-                             "--webhook-port", str(self.webhook_port)],
-              env={**os.environ, "PYTHONPATH": ROOT, "PYTHONDONTWRITEBYTECODE": "1"})
+        self._spawn_webhook(spawn)
         deadline = time.monotonic() + timeout
         while b"conversion webhook started" not in _read(log):
             done, status = os.waitpid(self.pids[WEBHOOK_ROLE], os.WNOHANG)
@@ -226,11 +223,14 @@ class ApiServer:
 
     def restart_webhook(self, spawn=None) -> None:
         """Starts the stopped webhook again on the same port with the same certificate."""
-        cert = {"crt": os.path.join(self.workdir, WEBHOOK_ROLE + ".crt"), "key": os.path.join(self.workdir, WEBHOOK_ROLE + ".key")}
-        (spawn or self._spawn)(WEBHOOK_ROLE, [
-            sys.executable, "-m", "controller", "--mode", "webhook", "--webhook-cert", cert["crt"], "--webhook-key",
-            cert["key"], "--webhook-address", "127.0.0.1", "--webhook-port", str(self.webhook_port)],
-            env={**os.environ, "PYTHONPATH": ROOT, "PYTHONDONTWRITEBYTECODE": "1"})
+        self._spawn_webhook(spawn or self._spawn)
+
+    def _spawn_webhook(self, spawn) -> None:
+        base = os.path.join(self.workdir, WEBHOOK_ROLE)
+        spawn(WEBHOOK_ROLE, [sys.executable, "-m", "controller", "--mode", "webhook", "--webhook-cert", base + ".crt",
+                             "--webhook-key", base + ".key", "--webhook-address", "127.0.0.1",
+                             "--webhook-port", str(self.webhook_port)],
+              env={**os.environ, "PYTHONPATH": ROOT, "PYTHONDONTWRITEBYTECODE": "1"})
 
     def request(self, method: str, path: str, body: dict | None = None) -> dict:
         """One admin request to the apiserver (JSON in and out)."""
