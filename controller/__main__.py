@@ -6,6 +6,7 @@
     liqo-fabric-controller                       # in-cluster (service account), cluster name "local"
     liqo-fabric-controller --mode node --node-name $NODE_NAME   # the node agent (DaemonSet)
     liqo-fabric-controller --mode gateway --gateway-kind GatewayServer --namespace NS --name NAME   # a gateway pod
+    liqo-fabric-controller --mode webhook --webhook-cert C --webhook-key K   # the CRD conversion webhook only
 
 One image, one engine, three modes: `controller` (the API side; with --inventory also the agentless
 dataplane), `node` (the overlay of its own node) and `gateway` (the gateway role applied to its own pod).
@@ -62,8 +63,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--lease-duration", type=float, default=15.0)
     p.add_argument("--lease-namespace", default="liqo")
     p.add_argument("--identity", help="leader election identity (default hostname-pid)")
-    p.add_argument("--mode", choices=MODES, default=os.environ.get("FABRIC_MODE") or "controller",
-                   help="controller (default), node (the node agent) or gateway (a gateway pod)")
+    p.add_argument("--mode", choices=MODES + ("webhook",), default=os.environ.get("FABRIC_MODE") or "controller",
+                   help="controller (default), node (the node agent), gateway (a gateway pod) or webhook (the CRD "
+                        "conversion webhook alone: no cluster, no watch, no playbook)")
     p.add_argument("--node-mode", action="store_true", help="same as --mode node")
     p.add_argument("--node-name", default=os.environ.get("NODE_NAME", ""))
     p.add_argument("--namespaces", default=os.environ.get("FABRIC_NAMESPACES", ""), metavar="NS[,NS...]",
@@ -123,9 +125,50 @@ def override_periods(entries, drift_period=None, resync_period=None) -> list:
     return out
 
 
+def start_webhook(args):
+    """The conversion webhook of --webhook-cert/--webhook-key (started), or None when neither is given."""
+    if not (args.webhook_cert or args.webhook_key):
+        return None
+    if not (args.webhook_cert and args.webhook_key):
+        raise SystemExit("--webhook-cert and --webhook-key go together")
+    try:
+        webhook = ConversionServer(args.webhook_address, args.webhook_port, args.webhook_cert, args.webhook_key)
+    except (OSError, ssl.SSLError) as exc:
+        raise SystemExit(f"--webhook-cert/--webhook-key/--webhook-port: {exc}")
+    webhook.start()
+    return webhook
+
+
+def stop_event() -> threading.Event:
+    """Set by SIGTERM/SIGINT (handlers installed now)."""
+    done = threading.Event()
+
+    def on_signal(signum, _frame):
+        log.info("signal received, stopping", extra={"fields": {"signal": signum}})
+        done.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    return done
+
+
+def webhook_only(args) -> int:
+    """--mode webhook: the conversion webhook and nothing else (the lab's and an agentless install's webhook)."""
+    if not (args.webhook_cert and args.webhook_key):
+        raise SystemExit("--mode webhook needs --webhook-cert and --webhook-key")
+    done = stop_event()
+    webhook = start_webhook(args)
+    log.info("conversion webhook started", extra={"fields": {"mode": "webhook", "webhook_port": webhook.port}})
+    done.wait()
+    webhook.stop()
+    return 0
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     logs.setup(args.log_level)
+    if args.mode == "webhook" and not args.node_mode:
+        return webhook_only(args)
     clusters = clusters_from_args(args)
     mode = "node" if args.node_mode else args.mode
     if mode == "node" and not args.node_name:
@@ -158,23 +201,8 @@ def main(argv=None) -> int:
     engine.key_rotation_period = args.key_rotation_check
     http = HealthServer(args.metrics_address, args.metrics_port, metrics, engine.healthy, engine.ready)
     http.start()
-    webhook = None
-    if args.webhook_cert or args.webhook_key:
-        if not (args.webhook_cert and args.webhook_key):
-            raise SystemExit("--webhook-cert and --webhook-key go together")
-        try:
-            webhook = ConversionServer(args.webhook_address, args.webhook_port, args.webhook_cert, args.webhook_key)
-        except (OSError, ssl.SSLError) as exc:
-            raise SystemExit(f"--webhook-cert/--webhook-key/--webhook-port: {exc}")
-        webhook.start()
-    done = threading.Event()
-
-    def on_signal(signum, _frame):
-        log.info("signal received, stopping", extra={"fields": {"signal": signum}})
-        done.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    webhook = start_webhook(args)
+    done = stop_event()
     engine.start()
     log.info("controller started", extra={"fields": {
         "clusters": sorted(clusters), "mode": engine.mode, "identity": engine.identity, "metrics_port": http.port,

@@ -8,8 +8,11 @@ Pure Python, no Ansible imports: the controller's conversion webhook (Conversion
 
 What differs (everything else is copied unchanged, ``apiVersion`` aside):
 
-* Configuration: v1alpha1 writes one CIDR string (``spec.remote.cidr.pod: 10.243.0.0/16``), v1beta1 a
-  list (``pod: [10.243.0.0/16]``), in ``spec.local``, ``spec.remote`` and ``status.remote``.
+* Configuration: v1alpha1 writes one CIDR string (``spec.remote.cidr.pod: 10.243.0.0/16``), v1beta1
+  Liqo's list (``pod: [10.243.0.0/16]``) or one string (its schema accepts both: what the collection writes
+  and the seeds' objects are stored as strings, so the printer columns show the seeds' values), in
+  ``spec.local``, ``spec.remote`` and ``status.remote``. A string is the same in both versions; a list is
+  shown as its first CIDR in v1alpha1 and kept in the annotation (its shape, and any further CIDR).
 * GatewayServer: v1beta1 adds ``spec.endpoint.ports`` / ``nodePorts`` (lists beside the deprecated
   ``port`` / ``nodePort``), ``spec.secretRef``, ``spec.serviceAnnotations``, ``spec.serviceLabels`` and
   ``status.endpoint.ports``.
@@ -96,7 +99,7 @@ def _dotted(path):
 
 def _first(values, where):
     if not isinstance(values, list):
-        raise ConversionError("%s must be a list, got %r" % (where, values))
+        raise ConversionError("%s must be a list%s, got %r" % (where, " or one CIDR string" if ".cidr." in where else "", values))
     return values[0] if values else _MISSING
 
 
@@ -108,9 +111,10 @@ def _down(obj, kind):
             values = _get(obj, path)
             if values is _MISSING:
                 continue
+            if isinstance(values, str):
+                continue  # v1beta1 also accepts one CIDR string (deploy/crds/README.md): the same in v1alpha1
             first = _first(values, _dotted(path))
-            if len(values) != 1:
-                kept[_dotted(path)] = values
+            kept[_dotted(path)] = values  # the list shape (and any CIDR after the first) comes back on the way up
             if first is _MISSING:
                 _pop(obj, path)
             else:
@@ -152,7 +156,7 @@ def _up(obj, kind, kept):
             elif shown is not _MISSING:
                 if not isinstance(shown, str):
                     raise ConversionError("%s must be one CIDR string in v1alpha1, got %r" % (_dotted(path), shown))
-                _set(obj, path, [shown])
+                # kept a string: v1beta1's schema accepts it, the collection writes it, the printer columns show it
         return obj
     lists, only_v1beta1 = _RULES[kind]
     for list_path, scalar_path in lists:

@@ -53,7 +53,28 @@ def crd_checks(where, crds, install_fix):
         out.append(check(where, "CRD installed", name, served and stored,
                          "served %s, stored %s" % (",".join(served) or "none", ",".join(stored) or "none"),
                          "no version is served or stored", install_fix))
+        conversion = crd["spec"].get("conversion") or {}
+        if conversion.get("strategy") == "Webhook":
+            out.append(webhook_check(where, name, (conversion.get("webhook") or {}).get("clientConfig") or {}))
     return out
+
+
+def webhook_check(where, name, client):
+    """A CRD converted by the webhook (deploy/crds/README.md) names a webhook the apiserver can trust: a URL with
+    its CA (agentless install, the lab) or the in-cluster Service with the caBundle the controller's init
+    container writes. Without one, every v1alpha1 request of the kind fails."""
+    service = client.get("service") or {}
+    if client.get("url"):
+        where_to = client["url"]
+    else:
+        where_to = "Service %s/%s" % (service.get("namespace"), service.get("name"))
+    return check(where, "CRD conversion webhook", name, bool(client.get("caBundle")) and (client.get("url") or service),
+                 "%s, caBundle set" % where_to,
+                 "the conversion webhook (%s) has no caBundle: every v1alpha1 request of this kind fails" % where_to,
+                 "in-cluster: the controller's init container sets it (kubectl apply -k deploy/, then "
+                 "kubectl -n liqo rollout restart deployment/liqo-fabric-controller); agentless: ansible-playbook "
+                 "liqo.fabric.install with -e conversion_webhook_url=... -e conversion_webhook_ca_bundle=... "
+                 "(deploy/crds/README.md)")
 
 
 def configuration_checks(where, confs, reconcile_fix):

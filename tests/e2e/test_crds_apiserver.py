@@ -2,7 +2,9 @@
 
 CRDs become Established; every YAML example of the seeds applies verbatim with kubectl and reads back
 through v1beta1 (the storage version); invalid objects are rejected with 422; `kubectl get` prints
-the columns the seeds show.
+the columns the seeds show. Issue 18: the conversion webhook (the lab apiserver's, `python -m controller
+--mode webhook`) converts between the versions: apply in one, read in the other, apply back, no diff; the
+webhook down, the apiserver's error names it and nothing is written; back, everything converges.
 """
 import json
 import os
@@ -10,10 +12,12 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 
 import pytest
 import yaml
 
+from plugins.module_utils.crd_conversion import ANNOTATION
 from tests.lab.apiserver import ApiServer, ApiServerError
 from tests.unit.seed_examples import seed_examples
 
@@ -39,12 +43,26 @@ def api():
         shutil.rmtree(workdir, ignore_errors=True)
         pytest.skip("no kube-apiserver: %s" % str(exc).splitlines()[0])
     try:
-        kubectl(srv, "apply", "-f", os.path.join(ROOT, "deploy", "crds"))
+        kubectl(srv, "apply", "-f", "-", stdin=crds_for(srv))
         kubectl(srv, "wait", "--for", "condition=Established", "--timeout", "60s", "crd", "-l", "app.kubernetes.io/part-of=liqo-fabric")
         yield srv
     finally:
         srv.stop()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def crds_for(srv):
+    """deploy/crds with the conversion webhook's clientConfig pointing at the lab apiserver's webhook (by URL, the
+    lab's CA), as liqo.fabric.install sets it from ConfigMap kube-system/liqo-fabric-conversion-webhook."""
+    docs = []
+    for name in sorted(os.listdir(os.path.join(ROOT, "deploy", "crds"))):
+        if name.endswith(".yaml"):
+            with open(os.path.join(ROOT, "deploy", "crds", name), encoding="utf-8") as f:
+                crd = yaml.safe_load(f)
+            if crd["spec"]["conversion"]["strategy"] == "Webhook":
+                crd["spec"]["conversion"]["webhook"]["clientConfig"] = {"url": srv.webhook_url, "caBundle": srv.webhook_ca_bundle}
+            docs.append(crd)
+    return yaml.safe_dump_all(docs)
 
 
 def kubectl(srv, *args, stdin=None, check=True):
@@ -338,3 +356,195 @@ def test_liqo_configuration_with_list_cidrs_and_no_external_is_served(api):
     assert got["no-external"]["status"]["remote"]["cidr"] == {"pod": "10.244.0.0/16"}
     table = _table(kubectl(api, "get", "configurations.%s" % GROUP, "-n", "liqo-tenant-l").stdout)
     assert ["no-external", "10.244.0.0/16", "10.244.0.0/16"] == table[[r[0] for r in table].index("no-external")][:3]
+
+
+# ------------------------------------------------------------------ issue 18: the conversion webhook
+SERVER_FIELDS = ("resourceVersion", "uid", "creationTimestamp", "generation", "managedFields", "selfLink")
+
+
+def _clean(obj):
+    """What a user would apply back from `kubectl get -o yaml`: no server-set metadata, no status."""
+    obj = json.loads(json.dumps(obj))
+    for key in SERVER_FIELDS:
+        obj["metadata"].pop(key, None)
+    annotations = obj["metadata"].get("annotations") or {}
+    annotations.pop("kubectl.kubernetes.io/last-applied-configuration", None)
+    if not annotations:
+        obj["metadata"].pop("annotations", None)
+    obj.pop("status", None)
+    return obj
+
+
+def _get(api, kind, version, ns, name):
+    return json.loads(kubectl(api, "get", "-n", ns, "%s.%s.%s" % (PLURAL[kind], version, GROUP), name, "-o", "json").stdout)
+
+
+def _liqo_v1beta1_examples():
+    """tests/unit/data: Liqo-shaped v1beta1 objects written for this project (a Configuration with two pod CIDRs
+    is left out: refused by the schema, one Configuration per CIDR, deploy/crds/README.md)."""
+    with open(os.path.join(ROOT, "tests", "unit", "data", "liqo_v1beta1_examples.yaml"), encoding="utf-8") as f:
+        docs = [d for d in yaml.safe_load_all(f) if d]
+    return [d for d in docs if d["kind"] != "Configuration" or len(d["spec"]["remote"]["cidr"]["pod"]) == 1]
+
+
+def _round_trip(api, obj, ns):
+    """Apply `obj` in its version, read it in the other one, apply that back: no diff in either version."""
+    mine = obj["apiVersion"].split("/")[1]
+    other = "v1alpha1" if mine == "v1beta1" else "v1beta1"
+    kind, name = obj["kind"], obj["metadata"]["name"]
+    ns = obj["metadata"].get("namespace", ns)
+    kubectl(api, "apply", "-n", ns, "-f", "-", stdin=yaml.safe_dump(obj))
+    stored = _get(api, kind, "v1beta1", ns, name)
+    there = _get(api, kind, other, ns, name)
+    assert there["apiVersion"] == "%s/%s" % (GROUP, other)
+    back = _get(api, kind, mine, ns, name)
+    _assert_subset(obj["spec"], back["spec"], "%s %s read back in %s" % (kind, name, mine))
+    proc = kubectl(api, "diff", "-n", ns, "-f", "-", stdin=yaml.safe_dump(_clean(there)), check=False)
+    assert proc.returncode == 0, "%s %s: %s" % (kind, name, proc.stdout + proc.stderr)
+    proc = kubectl(api, "apply", "-n", ns, "-f", "-", stdin=yaml.safe_dump(_clean(there)))
+    after = _get(api, kind, "v1beta1", ns, name)
+    # only kubectl's last-applied annotation moved (it records the apiVersion applied)
+    assert _clean(after) == _clean(stored), "%s %s: applying back its %s form changed the object" % (kind, name, other)
+    return stored, there
+
+
+def test_seed_objects_round_trip_through_v1beta1(api):
+    """The seeds' v1alpha1 objects, verbatim: stored as written (one CIDR string, one port), read in v1beta1,
+    applied back in v1beta1: no diff, nothing written."""
+    kubectl(api, "create", "namespace", "seeds-rt", check=False)
+    for dummy, obj in seed_examples():
+        stored, there = _round_trip(api, obj, "seeds-rt")
+        assert ANNOTATION not in (there["metadata"].get("annotations") or {}), obj["kind"]
+        if obj["kind"] == "Configuration":
+            assert stored["spec"]["remote"]["cidr"] == {"pod": "10.243.0.0/16", "external": "10.70.0.0/16"}
+
+
+def test_liqo_v1beta1_objects_round_trip_through_v1alpha1(api):
+    """Liqo-shaped v1beta1 objects (list CIDRs, ports/nodePorts lists, secretRef, service labels): read in v1alpha1
+    as the seeds' shapes with what v1alpha1 cannot hold in the annotation, applied back in v1alpha1: no diff, the
+    stored v1beta1 object unchanged."""
+    kubectl(api, "create", "namespace", "liqo-rt", check=False)
+    for obj in _liqo_v1beta1_examples():
+        stored, there = _round_trip(api, obj, "liqo-rt")
+        if obj["kind"] == "GatewayServer" and obj["metadata"]["name"] == "server":
+            assert there["spec"]["endpoint"]["port"] == 51820 and there["spec"]["endpoint"]["nodePort"] == 32133
+            assert "ports" not in there["spec"]["endpoint"] and "secretRef" not in there["spec"]
+            assert json.loads(there["metadata"]["annotations"][ANNOTATION])["spec.secretRef"] == {"name": "server-keys"}
+            assert stored["spec"]["endpoint"]["ports"] == [51820] and stored["spec"]["secretRef"] == {"name": "server-keys"}
+        if obj["kind"] == "Configuration" and obj["metadata"]["name"] == "remote-b":
+            assert there["spec"]["remote"]["cidr"] == {"pod": "10.243.0.0/16", "external": "10.71.0.0/16"}
+            assert stored["spec"]["remote"]["cidr"] == {"pod": ["10.243.0.0/16"], "external": ["10.71.0.0/16"]}
+
+
+def test_edit_in_v1alpha1_reaches_v1beta1(api):
+    """An edit made in the seeds' version lands in the stored object (the edited port replaces the ports list)."""
+    kubectl(api, "create", "namespace", "liqo-edit", check=False)
+    server = next(o for o in _liqo_v1beta1_examples() if o["kind"] == "GatewayServer")
+    kubectl(api, "apply", "-n", "liqo-edit", "-f", "-", stdin=yaml.safe_dump(server))
+    kubectl(api, "patch", "-n", "liqo-edit", "gatewayservers.v1alpha1.%s" % GROUP, server["metadata"]["name"],
+            "--type=merge", "-p", json.dumps({"spec": {"endpoint": {"port": 40000}}}))
+    stored = _get(api, "GatewayServer", "v1beta1", "liqo-edit", server["metadata"]["name"])
+    assert stored["spec"]["endpoint"]["port"] == 40000 and "ports" not in stored["spec"]["endpoint"]
+    assert stored["spec"]["secretRef"] == {"name": "server-keys"}  # kept through the v1alpha1 patch
+
+
+def test_webhook_down_clear_error_nothing_written_then_converges(api):
+    """The webhook stopped: a v1alpha1 write and a v1alpha1 read fail with the apiserver's error naming the
+    conversion webhook, nothing is written, v1beta1 keeps working; the webhook back, the same apply succeeds."""
+    ns = "webhook-down"
+    kubectl(api, "create", "namespace", ns, check=False)
+    seed_conf = next(text for text, o in seed_examples() if o["kind"] == "Configuration")
+    conf = yaml.safe_load(seed_conf)
+    conf["metadata"]["name"] = "while-down"
+    existing = next(o for o in _liqo_v1beta1_examples() if o["kind"] == "GatewayClient")
+    kubectl(api, "apply", "-n", ns, "-f", "-", stdin=yaml.safe_dump(existing))
+    before = _get(api, "GatewayClient", "v1beta1", ns, existing["metadata"]["name"])
+    api.stop_webhook()
+    try:
+        proc = kubectl(api, "apply", "-n", ns, "-f", "-", stdin=yaml.safe_dump(conf), check=False)
+        assert proc.returncode != 0
+        assert "conversion webhook" in proc.stderr and "Configuration" in proc.stderr, proc.stderr
+        proc = kubectl(api, "get", "-n", ns, "configurations.v1beta1.%s" % GROUP, "while-down", check=False)
+        assert proc.returncode != 0 and "NotFound" in proc.stderr, "half-written: %s" % proc.stdout
+        proc = kubectl(api, "get", "-n", ns, "gatewayclients.v1alpha1.%s" % GROUP, existing["metadata"]["name"], "-o", "json", check=False)
+        assert proc.returncode != 0 and "conversion webhook" in proc.stderr, proc.stderr
+        proc = kubectl(api, "patch", "-n", ns, "gatewayclients.v1alpha1.%s" % GROUP, existing["metadata"]["name"],
+                       "--type=merge", "-p", json.dumps({"spec": {"mtu": 1400}}), check=False)
+        assert proc.returncode != 0 and "conversion webhook" in proc.stderr, proc.stderr
+        assert _get(api, "GatewayClient", "v1beta1", ns, existing["metadata"]["name"]) == before  # v1beta1 served
+    finally:
+        api.restart_webhook()
+    deadline = time.monotonic() + 30
+    while True:
+        proc = kubectl(api, "apply", "-n", ns, "-f", "-", stdin=yaml.safe_dump(conf), check=False)
+        if proc.returncode == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert proc.returncode == 0, proc.stderr
+    assert _get(api, "Configuration", "v1beta1", ns, "while-down")["spec"]["remote"]["cidr"]["pod"] == "10.243.0.0/16"
+    kubectl(api, "patch", "-n", ns, "gatewayclients.v1alpha1.%s" % GROUP, existing["metadata"]["name"],
+            "--type=merge", "-p", json.dumps({"spec": {"mtu": 1400}}))
+    after = _get(api, "GatewayClient", "v1beta1", ns, existing["metadata"]["name"])
+    assert after["spec"]["mtu"] == 1400 and after["spec"]["secretRef"] == before["spec"]["secretRef"]
+    assert after["spec"]["endpoint"]["ports"] == before["spec"]["endpoint"]["ports"]
+
+
+def test_in_cluster_webhook_certificate_made_once_and_trusted_by_the_crds(api):
+    """What the controller's init container does in-cluster (liqo.fabric.webhook_certificate): Secret
+    liqo/liqo-fabric-webhook-tls made once (two racing replicas end with the same one), its CA the caBundle of
+    the three converted CRDs (the URL and the other fields untouched); a second run changes nothing."""
+    import concurrent.futures  # pylint: disable=import-outside-toplevel
+    from ansible_collections.liqo.fabric.plugins.module_utils import webhook_cert  # pylint: disable=import-outside-toplevel
+    from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import Kube  # pylint: disable=import-outside-toplevel
+    import base64  # pylint: disable=import-outside-toplevel
+    crds = ["configurations.%s" % GROUP, "gatewayservers.%s" % GROUP, "gatewayclients.%s" % GROUP]
+    kubectl(api, "create", "namespace", "liqo", check=False)
+    before = {n: json.loads(kubectl(api, "get", "crd", n, "-o", "json").stdout)["spec"]["conversion"] for n in crds}
+    try:
+        def run(dummy):
+            kube = Kube(api.kubeconfig)
+            try:
+                return webhook_cert.ensure(kube, "liqo", "liqo-fabric-webhook-tls", "liqo-fabric-webhook", crds)
+            finally:
+                kube.close()
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            results = list(pool.map(run, range(2)))
+        assert results[0][0] == results[1][0]  # one certificate for both replicas
+        made = [c for pems, changes in results for c in changes if c.startswith("Secret")]
+        assert made == ["Secret liqo/liqo-fabric-webhook-tls: made"], made
+        pems = results[0][0]
+        assert webhook_cert.usable(pems, "liqo-fabric-webhook", "liqo") == ""
+        for name in crds:
+            conversion = json.loads(kubectl(api, "get", "crd", name, "-o", "json").stdout)["spec"]["conversion"]
+            assert base64.b64decode(conversion["webhook"]["clientConfig"]["caBundle"]) == pems["ca.crt"]
+            assert conversion["webhook"]["clientConfig"]["url"] == api.webhook_url
+        assert run(0)[1] == []  # nothing to do the second time
+    finally:
+        for name, conversion in before.items():
+            kubectl(api, "patch", "crd", name, "--type=merge", "-p", json.dumps({"spec": {"conversion": conversion}}))
+        kubectl(api, "delete", "secret", "-n", "liqo", "liqo-fabric-webhook-tls", check=False)
+
+
+@pytest.mark.parametrize("kind, field, value", [
+    ("Configuration", "spec.remote.cidr.pod", ["10.243.0.0/16"]),
+    ("Configuration", "spec.remote.cidr.external", ["10.70.0.0/16"]),
+    ("GatewayServer", "spec.endpoint.nodePorts", [30840]),
+    ("GatewayServer", "spec.secretRef", {"name": "keys"}),
+    ("GatewayServer", "spec.serviceLabels", {"team": "net"}),
+    ("GatewayClient", "spec.endpoint.ports", [32133]),
+    ("GatewayClient", "spec.secretRef", {"name": "keys"}),
+])
+def test_v1alpha1_is_the_seeds_shape_v1beta1_fields_are_refused(api, kind, field, value):
+    """v1alpha1 takes the seeds' shape only: a CIDR list or a v1beta1-only field is refused with 422 naming the
+    field (not pruned silently), and nothing is written; the same object is fine as v1beta1."""
+    from kubernetes.client.rest import ApiException  # pylint: disable=import-outside-toplevel
+    obj = _mutate(kind, field, value, "alpha-list")
+    obj["apiVersion"] = GROUP + "/v1alpha1"
+    with pytest.raises(ApiException) as err:
+        custom_api(api).create_namespaced_custom_object(GROUP, "v1alpha1", "default", PLURAL[kind], obj)
+    assert err.value.status == 422 and field in err.value.body
+    obj["apiVersion"] = GROUP + "/v1beta1"
+    if field == "spec.endpoint.ports":
+        del obj["spec"]["endpoint"]["port"]  # v1beta1: exactly one of port and ports
+    custom_api(api).create_namespaced_custom_object(GROUP, "v1beta1", "default", PLURAL[kind], obj)
+    custom_api(api).delete_namespaced_custom_object(GROUP, "v1beta1", "default", PLURAL[kind], "alpha-list")

@@ -135,10 +135,11 @@ def test_cli_up_status_down():
     try:
         status = subprocess.run([sys.executable, "-m", "tests.lab", "status"], capture_output=True, text=True,
                                 cwd=ROOT, env=env, check=True).stdout
-        assert f"lab {lab_id}: 4 netns, 2/2 processes alive" in status
+        # etcd, kube-apiserver and the conversion webhook (python -m controller --mode webhook)
+        assert f"lab {lab_id}: 4 netns, 3/3 processes alive" in status
         assert f"owner {os.getpid()} alive" in status  # the test run that ran `up`, not the exited CLI
     finally:
         down = subprocess.run([sys.executable, "-m", "tests.lab", "down", lab_id], capture_output=True,
                               text=True, cwd=ROOT, env=env, check=True).stdout
-    assert f"lab {lab_id}: removed 4 netns, 2 processes" in down
+    assert f"lab {lab_id}: removed 4 netns, 3 processes" in down
     assert not [n for n in netns.list_netns() if n.startswith(f"lfab{lab_id}")]

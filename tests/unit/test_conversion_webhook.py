@@ -29,7 +29,7 @@ def test_review_converts_every_object_and_echoes_the_uid():
     assert out["apiVersion"] == "apiextensions.k8s.io/v1" and out["kind"] == "ConversionReview"
     resp = out["response"]
     assert resp["uid"] == "u-1" and resp["result"] == {"status": "Success"}
-    assert [o["spec"]["remote"]["cidr"]["pod"] for o in resp["convertedObjects"]] == [["10.1.0.0/16"], ["10.2.0.0/16"]]
+    assert [o["spec"]["remote"]["cidr"]["pod"] for o in resp["convertedObjects"]] == ["10.1.0.0/16", "10.2.0.0/16"]
     assert all(o["apiVersion"] == B for o in resp["convertedObjects"])
 
 
@@ -94,3 +94,19 @@ def test_untrusted_ca_is_refused(server, tmp_path):
     req = urllib.request.Request("https://127.0.0.1:%d/convert" % srv.port, data=b"{}", method="POST")
     with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):
         urllib.request.urlopen(req, context=ssl.create_default_context(cafile=other["ca.crt"]), timeout=10)
+
+
+def test_in_cluster_certificate_checks():
+    """plugins/module_utils/webhook_cert: the certificate the deploy makes, and when it is made again."""
+    import datetime  # pylint: disable=import-outside-toplevel
+    from plugins.module_utils import webhook_cert  # pylint: disable=import-outside-toplevel
+    pems = webhook_cert.make("liqo-fabric-webhook", "liqo", days=365)
+    assert webhook_cert.usable(pems, "liqo-fabric-webhook", "liqo") == ""
+    assert webhook_cert.usable(pems, "other", "liqo") == "tls.crt is not for other.liqo.svc"
+    later = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(days=340)
+    assert webhook_cert.usable(pems, "liqo-fabric-webhook", "liqo", now=later).startswith("expires ")
+    assert webhook_cert.usable(dict(pems, **{"tls.key": b""}), "liqo-fabric-webhook", "liqo") == "missing tls.key"
+    other = webhook_cert.make("liqo-fabric-webhook", "liqo")
+    assert webhook_cert.usable(dict(pems, **{"ca.crt": other["ca.crt"]}), "liqo-fabric-webhook", "liqo") == \
+        "tls.crt is not signed by ca.crt"
+    assert webhook_cert.usable(dict(pems, **{"tls.crt": b"junk"}), "liqo-fabric-webhook", "liqo").startswith("unreadable")

@@ -43,14 +43,18 @@ def kept(o):
 # (kind, v1beta1 spec, v1alpha1 spec, kept in the annotation or None)
 DOWN = [
     ("Configuration", {"remote": {"cidr": {"pod": ["10.243.0.0/16"], "external": ["10.70.0.0/16"]}}},
-     {"remote": {"cidr": {"pod": "10.243.0.0/16", "external": "10.70.0.0/16"}}}, None),
+     {"remote": {"cidr": {"pod": "10.243.0.0/16", "external": "10.70.0.0/16"}}},
+     {"spec.remote.cidr.pod": ["10.243.0.0/16"], "spec.remote.cidr.external": ["10.70.0.0/16"]}),
     ("Configuration", {"remote": {"cidr": {"pod": ["10.243.0.0/16"]}}},
-     {"remote": {"cidr": {"pod": "10.243.0.0/16"}}}, None),
+     {"remote": {"cidr": {"pod": "10.243.0.0/16"}}}, {"spec.remote.cidr.pod": ["10.243.0.0/16"]}),
+    ("Configuration", {"remote": {"cidr": {"pod": "10.243.0.0/16", "external": "10.70.0.0/16"}}},
+     {"remote": {"cidr": {"pod": "10.243.0.0/16", "external": "10.70.0.0/16"}}}, None),
     ("Configuration", {"remote": {"cidr": {"pod": ["10.243.0.0/16", "10.245.0.0/16"], "external": []}}},
      {"remote": {"cidr": {"pod": "10.243.0.0/16"}}},
      {"spec.remote.cidr.pod": ["10.243.0.0/16", "10.245.0.0/16"], "spec.remote.cidr.external": []}),
     ("Configuration", {"local": {"cidr": {"pod": ["10.244.0.0/16"]}}, "remote": {"cidr": {"pod": ["10.1.0.0/16"]}}},
-     {"local": {"cidr": {"pod": "10.244.0.0/16"}}, "remote": {"cidr": {"pod": "10.1.0.0/16"}}}, None),
+     {"local": {"cidr": {"pod": "10.244.0.0/16"}}, "remote": {"cidr": {"pod": "10.1.0.0/16"}}},
+     {"spec.local.cidr.pod": ["10.244.0.0/16"], "spec.remote.cidr.pod": ["10.1.0.0/16"]}),
     ("GatewayServer", {"endpoint": {"port": 51820, "serviceType": "NodePort", "nodePort": 30000}, "mtu": 1340},
      {"endpoint": {"port": 51820, "serviceType": "NodePort", "nodePort": 30000}, "mtu": 1340}, None),
     ("GatewayServer", {"endpoint": {"ports": [51820, 51821], "nodePorts": [32133, 32134], "serviceType": "NodePort"}},
@@ -114,7 +118,7 @@ def test_seed_examples_go_up_without_annotation_and_come_back():
         assert ANNOTATION not in (b["metadata"].get("annotations") or {})
         assert convert(b, A) == a, a["kind"]
     conf = next(a for dummy, a in seed_examples() if a["kind"] == "Configuration")
-    assert convert(conf, B)["spec"]["remote"]["cidr"] == {"pod": ["10.243.0.0/16"], "external": ["10.70.0.0/16"]}
+    assert convert(conf, B)["spec"]["remote"]["cidr"] == {"pod": "10.243.0.0/16", "external": "10.70.0.0/16"}
     client = next(a for dummy, a in seed_examples() if a["kind"] == "GatewayClient")
     assert convert(client, B)["spec"]["endpoint"] == {"addresses": ["10.42.3.54"], "port": 32133, "protocol": "UDP"}
 
@@ -135,8 +139,23 @@ def test_edit_in_v1alpha1_wins_over_kept_list():
     conf = convert(obj(B, "Configuration", spec={"remote": {"cidr": {"pod": ["10.1.0.0/16", "10.2.0.0/16"]}}}), A)
     conf["spec"]["remote"]["cidr"]["pod"] = "10.9.0.0/16"
     back = convert(conf, B)
-    assert back["spec"]["remote"]["cidr"]["pod"] == ["10.9.0.0/16"]
+    assert back["spec"]["remote"]["cidr"]["pod"] == "10.9.0.0/16"
     assert "annotations" not in back["metadata"]
+
+
+def test_v1beta1_cidr_string_is_the_same_in_both_versions():
+    """One CIDR string (what the collection writes, and the seeds' objects are stored as: v1beta1's schema accepts
+    it) is the same in v1alpha1, without annotation; a list keeps its shape through v1alpha1; a v1alpha1 edit of a
+    value shown from a list gives a string (the edit wins)."""
+    b = obj(B, "Configuration", spec={"remote": {"cidr": {"pod": "10.243.0.0/16", "external": ["10.70.0.0/16"]}}},
+            status={"remote": {"cidr": {"pod": "10.71.0.0/16"}}})
+    a = convert(b, A)
+    assert a["spec"]["remote"]["cidr"] == {"pod": "10.243.0.0/16", "external": "10.70.0.0/16"}
+    assert a["status"]["remote"]["cidr"] == {"pod": "10.71.0.0/16"}
+    assert kept(a) == {"spec.remote.cidr.external": ["10.70.0.0/16"]}
+    assert convert(a, B) == b
+    a["spec"]["remote"]["cidr"]["external"] = "10.72.0.0/16"
+    assert convert(a, B)["spec"]["remote"]["cidr"] == {"pod": "10.243.0.0/16", "external": "10.72.0.0/16"}
 
 
 def test_other_annotations_are_kept():
@@ -151,7 +170,7 @@ ERRORS = [
      "spec.endpoint.port and spec.endpoint.ports are mutually exclusive"),
     (obj(B, "GatewayServer", spec={"endpoint": {"nodePort": 1, "nodePorts": [1], "port": 2}}), A,
      "spec.endpoint.nodePort and spec.endpoint.nodePorts are mutually exclusive"),
-    (obj(B, "Configuration", spec={"remote": {"cidr": {"pod": "10.1.0.0/16"}}}), A, "spec.remote.cidr.pod must be a list"),
+    (obj(B, "Configuration", spec={"remote": {"cidr": {"pod": 5}}}), A, "spec.remote.cidr.pod must be a list or one CIDR string"),
     (obj(A, "Configuration", spec={"remote": {"cidr": {"pod": ["10.1.0.0/16"]}}}), B,
      "spec.remote.cidr.pod must be one CIDR string in v1alpha1"),
     (obj(A, "GatewayServer", spec={}, annotations={ANNOTATION: "{nope"}), B, "is not JSON"),
@@ -184,7 +203,7 @@ def _compact(d):
 
 @st.composite
 def configurations(draw, version):
-    value = CIDRS if version == A else CIDR_LISTS
+    value = CIDRS if version == A else st.one_of(CIDR_LISTS, CIDRS)  # v1beta1 also accepts one string
     spec = {"remote": {"cidr": _compact({"pod": draw(_maybe(value)), "external": draw(_maybe(value))})}}
     if draw(st.booleans()):
         spec["local"] = {"cidr": _compact({"pod": draw(_maybe(value)), "external": draw(_maybe(value))})}

@@ -39,6 +39,21 @@ def test_missing_crd_names_the_crd_and_the_install():
     assert len(missing) == 6 and all(c["fix"] == "install-it" for c in missing)
 
 
+def test_conversion_webhook_without_ca_bundle_is_named():
+    def crd(client):
+        return {"spec": {"group": "networking.liqo.io", "names": {"kind": "GatewayServer"},
+                         "versions": [{"name": "v1beta1", "served": True, "storage": True}],
+                         "conversion": {"strategy": "Webhook", "webhook": {"clientConfig": client}}}}
+    service = {"namespace": "liqo", "name": "liqo-fabric-webhook"}
+    checks = [c for client in ({"service": service}, {"service": service, "caBundle": "Q0E="},
+                               {"url": "https://127.0.0.1:1/convert", "caBundle": "Q0E="})
+              for c in diagnose.crd_checks("a", [crd(client)], "install-it") if c["check"] == "CRD conversion webhook"]
+    assert [c["ok"] for c in checks] == [False, True, True]
+    assert "Service liqo/liqo-fabric-webhook" in checks[0]["cause"] and "v1alpha1" in checks[0]["cause"]
+    assert "rollout restart" in checks[0]["fix"] and "conversion_webhook_url" in checks[0]["fix"]
+    assert checks[2]["detail"] == "https://127.0.0.1:1/convert, caBundle set"
+
+
 def test_clock_skew_from_the_date_headers():
     now = 1_800_000_000.0
     same = diagnose.clock_skew_check("a/b", email.utils.formatdate(now, usegmt=True),
