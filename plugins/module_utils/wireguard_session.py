@@ -71,16 +71,28 @@ def restart_session(interface, public_key=None, run_dir=wg.RUN_DIR, rebind=False
 
 def activate_changes(dev, endpoint, persistent_keepalive):
     """The DeviceChange giving a warm standby's peer (the one peer without an endpoint) its endpoint and
-    keepalive; empty when the device has no such peer (already active, or not built yet)."""
+    keepalive; empty when the device has no such peer (already active, or not built yet).
+
+    The peer is removed and added back with them, on a new random listen port. A standby's peer is not fresh:
+    every packet routed into its tunnel made WireGuard try a handshake, which fails without an endpoint but
+    still stamps the peer's last attempt, and a handshake is not sent again within 5 s of one (REKEY_TIMEOUT):
+    setting the endpoint and keepalive on that peer sent nothing for up to 5 s (measured in the real-node lab).
+    A re-added peer has no attempt behind it, so turning its keepalive on starts the handshake at once; the new
+    port is a new flow for every NAT on the way (as a session restart's `rebind`)."""
     change = wg.DeviceChange()
     for pub, peer in dev.peers.items():
         if not peer.endpoint:
-            change.peers.append(wg.PeerChange(pub, endpoint=endpoint, persistent_keepalive=persistent_keepalive))
+            change.peers.append(wg.PeerChange(pub, remove=True))
+            change.peers.append(wg.PeerChange(
+                pub, new=True, preshared_key=peer.preshared_key, endpoint=endpoint,
+                persistent_keepalive=persistent_keepalive, allowed_ips=list(peer.allowed_ips)))
+    if change.peers:
+        change.listen_port = 0
     return change
 
 
 def activate(interface, endpoint, persistent_keepalive, run_dir=wg.RUN_DIR):
-    """A client standby taking over: its peer gets `endpoint` and the keepalive now, which sends the first
-    handshake at once (turning a keepalive on does), instead of after the active pod's first playbook run (which
+    """A client standby taking over: its peer, added back fresh, gets `endpoint` and the keepalive now, which
+    sends the first handshake at once (turning a keepalive on does), instead of after the active pod's first playbook run (which
     then finds the peer as it plans it). Returns the public keys changed; [] when there was nothing to do."""
     return _apply(interface, run_dir, lambda dev: activate_changes(dev, endpoint, persistent_keepalive))

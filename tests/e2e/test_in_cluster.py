@@ -820,11 +820,11 @@ def gateway_pods(cluster, name: str) -> list:
         if p.status.phase == "Running" and p.metadata.deletion_timestamp is None]
 
 
-def timeline(cluster, pods: list, since: float) -> str:
-    """What `pods` ((namespace, name)) logged since `since` (epoch s), as '+seconds pod msg fields' lines: where a
-    failover's time went."""
+def timeline(pods: list, since: float) -> str:
+    """What `pods` ((cluster, namespace, name)) logged since `since` (epoch s), as '+seconds pod msg fields' lines:
+    where a failover's time went."""
     rows = []
-    for namespace, pod in pods:
+    for cluster, namespace, pod in pods:
         for r in controller_logs_of(cluster, pod, namespace):
             try:
                 t = datetime.datetime.fromisoformat(r["ts"]).timestamp() - since
@@ -832,10 +832,11 @@ def timeline(cluster, pods: list, since: float) -> str:
                 continue
             if t >= -1 and r.get("logger") != "ansible" and (r.get("level") != "info" or r.get("msg") in (
                     "playbook run", "playbook done", "leadership acquired", "gateway pod active",
-                    "WireGuard session restarted", "tunnel and overlay links dropped", "overlay re-pointed in process")):
+                    "WireGuard session restarted", "tunnel and overlay links dropped", "overlay re-pointed in process",
+                    "standby tunnel activated")):
                 extra = {k: r[k] for k in ("key", "result", "seconds", "spawn", "slowest", "reasons", "message", "gateway_pod")
                          if r.get(k)}
-                rows.append((t, pod[-5:], r["msg"], json.dumps(extra)[:300]))
+                rows.append((t, f"{cluster.name}/{pod[-5:]}", r["msg"], json.dumps(extra)[:300]))
     return "\n".join(f"+{t:6.2f} {p} {m} {x}" for t, p, m, x in sorted(rows))
 
 
@@ -922,13 +923,15 @@ def test_gateway_failover_to_the_standby(connected, installed, cluster, name):
     finally:
         outage = pinger.stop()
     FIGURES[f"{name} failover: longest time without a reply (s)"] = outage
-    agents = [("liqo", p.metadata.name) for p in ready_pods(c, "liqo-fabric-node-agent")]
-    shown = timeline(c, [("default", new.metadata.name)] + agents, killed)
+    agents = [(c, "liqo", p.metadata.name) for p in ready_pods(c, "liqo-fabric-node-agent")]
+    other = b if c is a else a
+    peer = active_gateway(other, "server" if name == "client" else "client").metadata.name
+    shown = timeline([(c, "default", new.metadata.name), (other, "default", peer)] + agents, killed)
     print(f"\n{name} failover timeline (s after the delete):\n" + shown, flush=True)
     # every node agent moved its link in process, ahead of its playbook run (controller/node_repoint.py)
-    repointed = {line.split()[1] for line in shown.splitlines()
+    repointed = {re.match(r"^\+\s*[-\d.]+ (\S+) ", line).group(1) for line in shown.splitlines()
                  if "overlay re-pointed in process" in line and new.metadata.name in line}
-    assert repointed == {pod[-5:] for _ns, pod in agents}, shown
+    assert repointed == {f"{c.name}/{pod[-5:]}" for _c, _ns, pod in agents}, shown
     assert outage < 90, outage
     # the Deployment's new pod is the standby
     wait_for(lambda: len(gateway_pods(c, name)) == 2, timeout=120, what=f"{c.name}: the replacement standby")

@@ -48,10 +48,14 @@ def test_rebind_moves_the_interface_to_a_random_port_with_the_restart_only():
 
 
 def test_activation_gives_the_peer_without_an_endpoint_its_endpoint_and_keepalive():
-    text = wg.render_uapi_set(wgs.activate_changes(device(), "192.0.2.7:32100", 25))
-    expected = ["set=1", "public_key=" + bytes(range(1, 33)).hex(), "endpoint=192.0.2.7:32100",
-                "persistent_keepalive_interval=25", "", ""]
-    assert text.split("\n") == expected, text
+    change = wgs.activate_changes(device(), "192.0.2.7:32100", 25)
+    # removed and added back fresh (a standby's peer has failed handshake attempts behind it), on a new port
+    assert [(p.public_key, p.remove, p.new) for p in change.peers] == [(PUB_B, True, False), (PUB_B, False, True)]
+    added = change.peers[1]
+    assert (added.endpoint, added.persistent_keepalive, change.listen_port) == ("192.0.2.7:32100", 25, 0)
+    assert added.allowed_ips == list(device().peers[PUB_B].allowed_ips)
+    text = wg.render_uapi_set(change)
+    assert text.index("remove=true") < text.index("endpoint=192.0.2.7:32100"), text
     dev = device()
     dev.peers[PUB_B].endpoint = "192.0.2.7:32100"   # already active: nothing to do
     assert wgs.activate_changes(dev, "192.0.2.7:32100", 25).empty()
