@@ -231,7 +231,7 @@ class Engine:
         paths: List[str] = []
         for e in self.entries:
             if e.kind == kind:
-                paths += list(e.inputs) + list(e.secrets) + [r.ref for r in e.related if r.ref]
+                paths += list(e.inputs) + list(e.secrets) + [r.ref for r in e.related if r.ref] + [p for p, _v in e.member_if]
             paths += [p for r in e.related if r.kind == kind for p in r.inputs]
         return paths
 
@@ -304,7 +304,9 @@ class Engine:
             mid = member_id(kind, obj)
             with cs.lock:
                 members = cs.members.setdefault(key, {})
-                if etype == "DELETED":
+                # an object the playbook cannot act on yet (a Pod without its IP: member_if) is not a member: its
+                # event changes no hash and starts no run (issue 20: it would hold back the run of its IP)
+                if etype == "DELETED" or not entry.is_member(obj):
                     members.pop(mid, None)
                 else:
                     members[mid] = (kind, obj_key(obj))
@@ -609,7 +611,7 @@ class Engine:
         log.info("playbook done", extra=_f(cluster=cs.name, key=item.key, result=result, seconds=round(res.duration, 3),
                                            changed=res.changed, message=res.message if not res.ok else "",
                                            spawn=round(res.spawn_seconds, 3) if res.spawn_seconds is not None else None,
-                                           slowest=list(res.slowest)))
+                                           slowest=list(res.slowest), timeline=[list(t) for t in res.timeline]))
         return res
 
     def _record(self, cs: ClusterState, entry: WatchEntry, item: Item, objs: dict, hashes: dict,
