@@ -582,6 +582,8 @@ class Engine:
             "fabric_objects": refs, "fabric_deleting": deleting, "fabric_mode": self.mode,
             "fabric_full_apply": full,
         })
+        if not entry.objects:   # a group of every Node and Pod: ~1,100 refs cost ~0.3 s of each run's start
+            del extravars["fabric_objects"]
         if self.mode in ("node", "gateway"):
             extravars["fabric_node"] = self.node_name
         standby = self.gateway is not None and not cs.acting()

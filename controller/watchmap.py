@@ -105,6 +105,7 @@ class WatchEntry:
     enabled: bool = True
     disabled_reason: str = ""
     label_selector: Optional[str] = None     # the kind's informer lists these only (and, in node mode, on every node)
+    objects: bool = True                     # pass fabric_objects (the refs of the key's members) to the playbook
     member_if: tuple = ()                    # ((path, value or None), ...): an object is a member of its key only
                                              # while every field is set (None) or equals the value
 
@@ -179,7 +180,8 @@ def resolve_callable(spec: str, where: str) -> Callable:
 
 
 ENTRY_KEYS = {"kind", "playbook", "finalizer", "finalizer_playbook", "vars", "resync", "key", "lock", "status", "inputs",
-              "secrets", "related", "drift", "timeout", "finalizer_timeout", "modes", "label_selector", "member_if"}
+              "secrets", "related", "drift", "timeout", "finalizer_timeout", "modes", "label_selector", "member_if",
+              "objects"}
 
 
 def parse_entry(raw: Any, i: int, playbook_dir: Optional[str]) -> WatchEntry:
@@ -273,6 +275,10 @@ def parse_entry(raw: Any, i: int, playbook_dir: Optional[str]) -> WatchEntry:
         if not isinstance(raw["label_selector"], str) or not raw["label_selector"].strip():
             raise WatchMapError(f"{where}.label_selector: {raw['label_selector']!r} must be a label selector like 'a=b'")
         kw["label_selector"] = raw["label_selector"].strip()
+    if "objects" in raw:
+        if not isinstance(raw["objects"], bool):
+            raise WatchMapError(f"{where}.objects: {raw['objects']!r} must be true or false")
+        kw["objects"] = raw["objects"]
     if raw.get("member_if") is not None:
         conds = []
         for j, c in enumerate(_fields(raw["member_if"], f"{where}.member_if")):

@@ -1,6 +1,7 @@
 """Pure parts of the controller: work queue, watch map, conditions merge, hashes, durations, logs."""
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import logging
@@ -363,3 +364,31 @@ def test_a_pod_without_its_ip_starts_no_overlay_run(tmp_path):
     caches["Pod"]["default/p"] = done
     eng._on_event(cs, "Pod", "MODIFIED", done, None)  # pylint: disable=protected-access
     assert eng.queue.pending_keys() == [key] and "Pod/default/p" not in cs.members[key]
+
+
+def test_overlay_runs_get_no_fabric_objects(tmp_path):
+    """objects: false (the overlay key: every Node and Pod, which reconcile_overlay reads from the API itself): the
+    run's extra vars carry no fabric_objects; other entries keep them."""
+    import types  # pylint: disable=import-outside-toplevel
+    from controller.workqueue import Item  # pylint: disable=import-outside-toplevel
+    with pytest.raises(watchmap.WatchMapError, match=r"watches\[0\]\.objects"):
+        watchmap.parse([{"kind": "Node", "objects": "no"}], None)
+    eng, cs, caches = _overlay_engine(tmp_path)
+    assert not eng.by_kind["Node"].objects and not eng.by_kind["Pod"].objects and eng.by_kind["Configuration"].objects
+    seen = []
+
+    def run(playbook, extravars, *a, **kw):
+        seen.append(dict(extravars))
+        return types.SimpleNamespace(ok=True, status="successful", reason="", duration=0.1, warm=True, spawn_seconds=0.1,
+                                     changed=0, message="", slowest=(), timeline=())
+    eng.runner = types.SimpleNamespace(run=run)
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "uid": "u-n1", "resourceVersion": "1"}}
+    item = Item("a/overlay", "a/overlay", "a", 0, 0.0, 0.0)
+    eng._run(cs, eng.by_kind["Node"], item, {"Node/n1": node}, ["Node/n1"], deleting=False)  # pylint: disable=protected-access
+    conf = {"apiVersion": "networking.liqo.io/v1beta1", "kind": "Configuration",
+            "metadata": {"name": "c", "namespace": "default", "uid": "u-c"}}
+    eng.by_kind["Configuration"] = dataclasses.replace(eng.by_kind["Configuration"], status=False)
+    eng._run(cs, eng.by_kind["Configuration"], Item("a/ipam", "a/ipam", "a", 0, 0.0, 0.0), {"Configuration/default/c": conf},  # pylint: disable=protected-access
+             [], deleting=False)
+    assert "fabric_objects" not in seen[0] and seen[0]["fabric_cluster"] == "a"
+    assert [o["name"] for o in seen[1]["fabric_objects"]] == ["c"]
