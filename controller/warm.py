@@ -332,8 +332,8 @@ class InventoryMemo:
                 for k in [k for k in self.memo if k[0][0] == path]:   # an older version of the file
                     del self.memo[k]
                 for trusted in (False, True):   # the auto plugin's read, the yaml plugin's
-                    self.memo[(ident, trusted)] = DataLoader().load_from_file(path, cache="none", unsafe=True,
-                                                                               trusted_as_template=trusted)
+                    self.memo[(ident, trusted)] = DataLoader().load_from_file(
+                        path, cache="none", unsafe=True, trusted_as_template=trusted)
             except Exception as exc:  # pylint: disable=broad-except
                 _log("warning", "inventory not pre-parsed", path=path, error=str(exc))
 

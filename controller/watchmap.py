@@ -106,8 +106,9 @@ class WatchEntry:
     disabled_reason: str = ""
     label_selector: Optional[str] = None     # the kind's informer lists these only (and, in node mode, on every node)
     objects: bool = True                     # pass fabric_objects (the refs of the key's members) to the playbook
-    member_if: tuple = ()                    # ((path, value or None), ...): an object is a member of its key only
-                                             # while every field is set (None) or equals the value
+    # ((path, value or None), ...): an object is a member of its key only while every field is set (None) or equals
+    # the value
+    member_if: tuple = ()
 
     def is_member(self, obj: dict) -> bool:
         """False for an object the playbook cannot act on yet (a Pod without its IP): it is left out of its key, so

@@ -388,7 +388,7 @@ def test_overlay_runs_get_no_fabric_objects(tmp_path):
     conf = {"apiVersion": "networking.liqo.io/v1beta1", "kind": "Configuration",
             "metadata": {"name": "c", "namespace": "default", "uid": "u-c"}}
     eng.by_kind["Configuration"] = dataclasses.replace(eng.by_kind["Configuration"], status=False)
-    eng._run(cs, eng.by_kind["Configuration"], Item("a/ipam", "a/ipam", "a", 0, 0.0, 0.0), {"Configuration/default/c": conf},  # pylint: disable=protected-access
-             [], deleting=False)
+    ipam = Item("a/ipam", "a/ipam", "a", 0, 0.0, 0.0)
+    eng._run(cs, eng.by_kind["Configuration"], ipam, {"Configuration/default/c": conf}, [], deleting=False)  # pylint: disable=protected-access
     assert "fabric_objects" not in seen[0] and seen[0]["fabric_cluster"] == "a"
     assert [o["name"] for o in seen[1]["fabric_objects"]] == ["c"]
