@@ -73,6 +73,7 @@ class RunResult:
     warm: bool = False               # forked from the warm runner's zygote (False: a cold ansible-playbook)
     reason: str = ""                 # CamelCase reason of a failure the runner itself found (NoHostsMatched)
     slowest: tuple = ()              # (seconds, task name) of the run's longest task: where a slow run went
+    timeline: tuple = ()             # ((seconds since the start, task name), ...) at each task's start, then "stats"
 
     @property
     def message(self) -> str:
@@ -195,7 +196,7 @@ class PlaybookRunner:
             cancel: Optional[Callable[[], bool]] = None, limit: Optional[str] = None) -> RunResult:
         t0 = time.monotonic()
         first_event = []
-        acc = {"changed": 0, "failed": None, "stats": {}, "no_hosts": [], "slowest": ()}
+        acc = {"changed": 0, "failed": None, "stats": {}, "no_hosts": [], "slowest": (), "timeline": []}
         with self._slot_lock:
             self._runs += 1
             # unique: ansible_runner's rotation can delete a reused ident's own (older) directory
@@ -206,6 +207,8 @@ class PlaybookRunner:
                 first_event.append(time.monotonic())
             name = ev.get("event")
             data = ev.get("event_data") or {}
+            if name in ("playbook_on_task_start", "playbook_on_stats") and len(acc["timeline"]) < 40:
+                acc["timeline"].append((round(time.monotonic() - t0, 3), data.get("task") or name.rsplit("_", 1)[-1]))
             if isinstance(data.get("duration"), (int, float)) and name.startswith("runner_on_") and (
                     not acc["slowest"] or data["duration"] > acc["slowest"][0]):
                 acc["slowest"] = (round(data["duration"], 3), data.get("task") or "")
@@ -258,7 +261,8 @@ class PlaybookRunner:
         duration = time.monotonic() - t0
         res = RunResult(ok=status == "successful" and rc == 0, status=status, rc=rc, duration=duration,
                         spawn_seconds=(first_event[0] - t0) if first_event else None,
-                        changed=acc["changed"], stats=acc["stats"], warm=warm, slowest=acc["slowest"])
+                        changed=acc["changed"], stats=acc["stats"], warm=warm, slowest=acc["slowest"],
+                        timeline=tuple(acc["timeline"]))
         if not res.ok:
             if acc["failed"]:
                 failed = acc["failed"]

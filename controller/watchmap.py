@@ -105,6 +105,19 @@ class WatchEntry:
     enabled: bool = True
     disabled_reason: str = ""
     label_selector: Optional[str] = None     # the kind's informer lists these only (and, in node mode, on every node)
+    objects: bool = True                     # pass fabric_objects (the refs of the key's members) to the playbook
+    # ((path, value or None), ...): an object is a member of its key only while every field is set (None) or equals
+    # the value
+    member_if: tuple = ()
+
+    def is_member(self, obj: dict) -> bool:
+        """False for an object the playbook cannot act on yet (a Pod without its IP): it is left out of its key, so
+        its events start no run and it enters no hash until it qualifies."""
+        for path, value in self.member_if:
+            got = get_field(obj, path)
+            if (got in (None, "", [], {})) if value is None else (str(got) != value):
+                return False
+        return True
 
     @property
     def grouped(self) -> bool:
@@ -168,7 +181,8 @@ def resolve_callable(spec: str, where: str) -> Callable:
 
 
 ENTRY_KEYS = {"kind", "playbook", "finalizer", "finalizer_playbook", "vars", "resync", "key", "lock", "status", "inputs",
-              "secrets", "related", "drift", "timeout", "finalizer_timeout", "modes", "label_selector"}
+              "secrets", "related", "drift", "timeout", "finalizer_timeout", "modes", "label_selector", "member_if",
+              "objects"}
 
 
 def parse_entry(raw: Any, i: int, playbook_dir: Optional[str]) -> WatchEntry:
@@ -262,6 +276,20 @@ def parse_entry(raw: Any, i: int, playbook_dir: Optional[str]) -> WatchEntry:
         if not isinstance(raw["label_selector"], str) or not raw["label_selector"].strip():
             raise WatchMapError(f"{where}.label_selector: {raw['label_selector']!r} must be a label selector like 'a=b'")
         kw["label_selector"] = raw["label_selector"].strip()
+    if "objects" in raw:
+        if not isinstance(raw["objects"], bool):
+            raise WatchMapError(f"{where}.objects: {raw['objects']!r} must be true or false")
+        kw["objects"] = raw["objects"]
+    if raw.get("member_if") is not None:
+        conds = []
+        for j, c in enumerate(_fields(raw["member_if"], f"{where}.member_if")):
+            path, sep, value = c.partition("=")
+            if not path or (sep and not value):
+                raise WatchMapError(f"{where}.member_if[{j}]: {c!r} must be 'field.path' (set) or 'field.path=value'")
+            conds.append((path, value if sep else None))
+        if kw.get("finalizer"):
+            raise WatchMapError(f"{where}.member_if: an entry with a finalizer must keep every object as a member")
+        kw["member_if"] = tuple(conds)
     if kw.get("finalizer") and "{name}" not in kw["key"]:
         raise WatchMapError(f"{where}.finalizer: only per-object keys (with {{name}}) can carry a finalizer")
     if missing and kw.get("playbook"):

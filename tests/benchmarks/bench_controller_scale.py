@@ -16,6 +16,7 @@ alternately (one controller at a time, in the same lab), so both see the same ma
 from __future__ import annotations
 
 import concurrent.futures
+import json
 import os
 import shutil
 import signal
@@ -63,6 +64,33 @@ def settle(ctl: ControllerProc, quiet: float = 3.0, timeout: float = 600) -> Non
     raise RuntimeError(f"controller {ctl.name} not idle after {timeout} s:\n{ctl.log_tail()}")
 
 
+def log_offset(ctl: ControllerProc) -> int:
+    try:
+        return os.path.getsize(ctl.log_path)
+    except OSError:
+        return 0
+
+
+def overlay_runs(ctl: ControllerProc, since: int, cluster: str = "a") -> list:
+    """The overlay key's runs logged since the byte offset `since`: [(seconds, reasons, timeline)] (the reasons of
+    each run are the events it serves: `added Pod/...`, `modified Pod/...`; the timeline: when each task started)."""
+    runs, pending = [], None
+    with open(ctl.log_path, "rb") as f:
+        f.seek(since)
+        for line in f:
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if rec.get("key") != f"{cluster}/overlay":
+                continue
+            if rec.get("msg") == "playbook run":
+                pending = rec.get("reasons") or []
+            elif rec.get("msg") == "playbook done":
+                runs.append((rec.get("seconds"), pending, rec.get("timeline") or []))
+    return runs
+
+
 def make_pod_netns(cluster, node, j=None):
     """The lab's add_pod without the API object: the pod's namespace and veth (returns its plan)."""
     j = j or max([int(p.host_veth[4:]) for p in node.pods] + [0]) + 1
@@ -76,12 +104,34 @@ def make_pod_netns(cluster, node, j=None):
     return plan
 
 
+_CORE = {}
+
+
+def creator(cluster, workers):
+    """A CoreV1Api for the bench's creates: a connection per client thread kept open (the kube client's default pool
+    holds 10, so 16 threads opened a TLS connection per call beyond that), created once per cluster."""
+    if cluster.kubeconfig not in _CORE:
+        from kubernetes import client, config  # pylint: disable=import-outside-toplevel
+        cfg = client.Configuration()
+        config.load_kube_config(config_file=cluster.kubeconfig, client_configuration=cfg)
+        cfg.connection_pool_maxsize = workers
+        _CORE[cluster.kubeconfig] = client.CoreV1Api(client.ApiClient(cfg))
+    return _CORE[cluster.kubeconfig]
+
+
 def register(cluster, pairs, workers=16):
+    """Each pod created, then its status (IP) written, as the lab does: as fast as the apiserver takes them (the
+    responses are not decoded into objects: ~1 ms of the client's CPU per call, which the GIL serialises)."""
     from tests.lab.kube import POD_NAMESPACE, pod_object, pod_status  # pylint: disable=import-outside-toplevel
+    core = creator(cluster, workers)
+
+    def done(resp):
+        resp.read()   # the body read (not decoded): the connection goes back to the pool clean
+        resp.release_conn()
 
     def one(pod, node):
-        cluster.kube.core.create_namespaced_pod(POD_NAMESPACE, pod_object(pod, node))
-        cluster.kube.core.patch_namespaced_pod_status(pod.name, POD_NAMESPACE, pod_status(pod, node))
+        done(core.create_namespaced_pod(POD_NAMESPACE, pod_object(pod, node), _preload_content=False))
+        done(core.patch_namespaced_pod_status(pod.name, POD_NAMESPACE, pod_status(pod, node), _preload_content=False))
     with concurrent.futures.ThreadPoolExecutor(workers) as pool:
         for fut in [pool.submit(one, p, n) for p, n in pairs]:
             fut.result()
@@ -129,11 +179,15 @@ def one_pass(label, root, lab, workdir, burst_pods, spare, out):
         want = {p.ip for p, n in burst_pods if not n.gateway}   # the gateway host's own pods are on its bridge
         ld = load()
         t0 = time.monotonic()
+        off = log_offset(ctl)
         register(a, burst_pods)
         created = time.monotonic() - t0
         wait_for(lambda: want <= routed(gw_ns), 300, "the burst's pods routed on the gateway host", interval=0.1)
         out[label].setdefault("burst", []).append((time.monotonic() - t0, created, ld))
         settle(ctl)
+        runs = overlay_runs(ctl, off)
+        print(f"    burst: {len(runs)} overlay runs: " + ", ".join(f"{sec} s ({len(r)} reasons)" for sec, r, _s in runs),
+              flush=True)
         # 2. memory, 5 peers
         peers(kube, True)
         settle(ctl)
@@ -143,6 +197,7 @@ def one_pass(label, root, lab, workdir, burst_pods, spare, out):
             pod, node = spare.pop()
             ld = load()
             t0 = time.monotonic()
+            off = log_offset(ctl)
             register(a, [(pod, node)])
             wait_for(lambda pod=pod: pod.ip in routed(gw_ns), 300, f"{pod.name} routed on the gateway host", interval=0.02)
             took = time.monotonic() - t0
@@ -153,6 +208,9 @@ def one_pass(label, root, lab, workdir, burst_pods, spare, out):
                                                    check=False).returncode == 0, 30, f"{pod.name} reachable from b")
             out[label].setdefault("add", []).append((took, ld))
             settle(ctl, quiet=1.0)
+            print(f"    add #{i + 1}: {took:.2f} s (load {ld}); overlay runs: " + "; ".join(
+                f"{sec} s {r} tasks at " + " ".join(f"{t}:{name[:24]!r}" for t, name in tl)
+                for sec, r, tl in overlay_runs(ctl, off)), flush=True)
         runs = ctl.metric("liqo_fabric_playbook_runs_total", kind="Pod") + ctl.metric("liqo_fabric_playbook_runs_total", kind="Node")
         out[label].setdefault("overlay runs", []).append(runs)
     finally:

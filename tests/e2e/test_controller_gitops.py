@@ -3,6 +3,7 @@ controller running, no playbook run by hand: both Connections end Connected and 
 import base64
 import json
 import shutil
+import time
 
 import pytest
 
@@ -121,6 +122,45 @@ spec:
             gws = get(cluster, "gatewayservers") + get(cluster, "gatewayclients")
             ready = [c for c in gws[0]["status"].get("conditions", []) if c["type"] == "Ready"]
             assert ready and ready[0]["status"] == "True", gws[0]["status"]
+        pod_created_without_its_ip(ctl, a)
     finally:
         ctl.stop()
         ctl.reap_orphans()
+
+
+def pod_created_without_its_ip(ctl, a):
+    """Issue 20: a Pod created without its IP (the lab, like a kubelet, writes the IP in a second call) is not a member
+    of the overlay key: its event starts no run (which would route nothing, and the IP's run would wait for it); the
+    IP's event does, and the pod's /32 reaches a's active gateway host."""
+    import ipaddress  # pylint: disable=import-outside-toplevel
+    import types  # pylint: disable=import-outside-toplevel
+    from tests.lab import netns  # pylint: disable=import-outside-toplevel
+    from tests.lab.kube import POD_NAMESPACE, pod_object, pod_status  # pylint: disable=import-outside-toplevel
+    node = a.nodes[1]
+    pod = types.SimpleNamespace(name="late-ip", netns="none", ip=str(ipaddress.ip_network(node.pod_cidr)[200]))
+    gw_ns = a.gateway_nodes[0].netns
+
+    def routed():
+        out = netns.exec_in(gw_ns, ["ip", "-4", "route", "show", "table", "18952"], check=False).stdout
+        return any(line.split()[0] == pod.ip for line in out.splitlines() if line)
+    wait_for(lambda: ctl.metric("liqo_fabric_queue_depth") + ctl.metric("liqo_fabric_queue_running") == 0, 120,
+             interval=0.5, what="the controller idle")
+
+    def overlay_runs():   # the overlay key's runs are labelled with the kind of its first member (Node or Pod)
+        return sum(ctl.metric("liqo_fabric_playbook_runs_total", cluster="a", kind=k) for k in ("Node", "Pod"))
+
+    def overlay_skips():  # events of the overlay key that changed nothing (labelled like its runs)
+        return sum(ctl.metric("liqo_fabric_reconcile_skipped_total", cluster="a", kind=k) for k in ("Node", "Pod"))
+    runs, skips = overlay_runs(), overlay_skips()
+    a.kube.core.create_namespaced_pod(POD_NAMESPACE, pod_object(pod, node))
+    try:
+        # the event is considered and changes no hash (a Pod without its IP is no member): skipped, no run
+        wait_for(lambda: overlay_skips() > skips, 30, interval=0.2, what="the Pod's event skipped (no member yet)")
+        time.sleep(1.0)   # 10 debounce windows: a run the event had queued would have started
+        assert overlay_runs() == runs, ctl.log_tail()
+        assert not routed()
+        a.kube.core.patch_namespaced_pod_status(pod.name, POD_NAMESPACE, pod_status(pod, node))
+        wait_for(routed, 120, interval=0.2, what=f"{pod.ip}/32 on a's gateway host")
+        assert overlay_runs() > runs
+    finally:
+        a.kube.delete_pod(pod.name)

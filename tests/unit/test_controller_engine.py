@@ -1,6 +1,7 @@
 """Pure parts of the controller: work queue, watch map, conditions merge, hashes, durations, logs."""
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import logging
@@ -284,3 +285,110 @@ def test_node_and_pod_caches_keep_only_the_fields_the_watch_map_reads():
                     "spec": {"nodeName": "n1"}, "status": {"podIP": "10.0.0.2", "hostIP": "172.30.0.2"}}
     assert hashing.project(slim, inputs) == hashing.project(pod, inputs)   # the input hash is the same
     assert _slim_transform(["metadata.annotations"])(pod)["metadata"]["annotations"] == pod["metadata"]["annotations"]
+
+
+# ------------------------------------------------------------------------------------------ members (issue 20)
+def test_member_if_parses_and_rejects_bad_conditions(tmp_path):
+    (tmp_path / "p.yml").write_text("[]")
+    (e,) = watchmap.parse([{"kind": "Pod", "playbook": "p.yml", "key": "{cluster}/o",
+                            "member_if": ["status.podIP", "status.phase=Running"]}], str(tmp_path))
+    assert e.member_if == (("status.podIP", None), ("status.phase", "Running"))
+    assert e.is_member({"status": {"podIP": "10.0.0.1", "phase": "Running"}})
+    assert not e.is_member({"status": {"podIP": "", "phase": "Running"}})
+    assert not e.is_member({"status": {"podIP": "10.0.0.1", "phase": "Pending"}})
+    for bad in (["status.phase="], [""], "=x"):
+        with pytest.raises(watchmap.WatchMapError, match=r"watches\[0\]\.member_if"):
+            watchmap.parse([{"kind": "Pod", "member_if": bad}], str(tmp_path))
+    with pytest.raises(watchmap.WatchMapError, match="member_if"):
+        watchmap.parse([{"kind": "GatewayServer", "playbook": "p.yml", "finalizer": "a.io/b", "finalizer_playbook": "p.yml",
+                         "member_if": ["spec.x"]}], str(tmp_path))
+
+
+def _overlay_engine(tmp_path):
+    """An Engine on the shipped watch map with hand-filled caches (no API: the kubeconfig names a closed port)."""
+    import types  # pylint: disable=import-outside-toplevel
+    from controller.engine import Engine  # pylint: disable=import-outside-toplevel
+    kc = tmp_path / "kc"
+    kc.write_text("apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'http://127.0.0.1:9'}}]\n"
+                  "contexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\nusers: [{name: u, user: {}}]\n")
+    eng = Engine(watchmap.load(watchmap.DEFAULT_PATH), {"a": str(kc)}, ROOT, str(tmp_path / "rt"), leader_elect=False,
+                 state_configmap=False, warm_runner=False)
+    cs = eng.clusters["a"]
+    caches = {"Node": {}, "Pod": {}}
+    cs.informers = {k: types.SimpleNamespace(cache=c) for k, c in caches.items()}
+    return eng, cs, caches
+
+
+def _pod(ip=None, phase="Pending", rv="1", deleting=False):
+    meta = {"name": "p", "namespace": "default", "uid": "u-p", "resourceVersion": rv}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-11-26T10:00:00Z"
+    status = {"phase": phase}
+    if ip:
+        status.update(podIP=ip, hostIP="172.30.0.2")
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {"nodeName": "n1"}, "status": status}
+
+
+def test_a_pod_without_its_ip_starts_no_overlay_run(tmp_path):
+    """The lab and kubelets create a Pod, then write its IP: the first event must not start a run that cannot route
+    it (the IP's run would wait for it); the IP's event does; a Pod that stops running leaves the key (a run)."""
+    eng, cs, caches = _overlay_engine(tmp_path)
+    key = "a/overlay"
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "uid": "u-n1", "resourceVersion": "1"},
+            "spec": {"podCIDR": "10.1.0.0/24"}}
+    caches["Node"]["n1"] = node
+    eng._on_event(cs, "Node", "ADDED", node, None)  # pylint: disable=protected-access
+    assert eng.queue.pending_keys() == [key]
+    # as if its run had succeeded: the key's applied hashes are the current ones
+    _entry, _objs, hashes = eng.current(cs, key)
+    cs.applied[key] = eng.applied_repr(eng.by_kind["Node"], hashes)
+    cs.manifests[key] = []
+    eng.queue = type(eng.queue)(debounce=0.1)
+
+    for obj in (_pod(), _pod(phase="Pending", ip="10.1.0.5", rv="2")):   # created; an IP but not running yet
+        caches["Pod"]["default/p"] = obj
+        eng._on_event(cs, "Pod", "ADDED" if obj["metadata"]["resourceVersion"] == "1" else "MODIFIED", obj, None)  # pylint: disable=protected-access
+        assert eng.queue.pending_keys() == [], obj["status"]
+    assert "Pod/default/p" not in cs.members[key]
+
+    running = _pod(ip="10.1.0.5", phase="Running", rv="3")
+    caches["Pod"]["default/p"] = running
+    eng._on_event(cs, "Pod", "MODIFIED", running, None)  # pylint: disable=protected-access
+    assert eng.queue.pending_keys() == [key] and "Pod/default/p" in cs.members[key]
+    _entry, objs, hashes = eng.current(cs, key)
+    assert "Pod/default/p" in objs
+    cs.applied[key] = eng.applied_repr(eng.by_kind["Pod"], hashes)
+    eng.queue = type(eng.queue)(debounce=0.1)
+
+    done = _pod(ip="10.1.0.5", phase="Succeeded", rv="4")               # no longer routed by the plan: a run
+    caches["Pod"]["default/p"] = done
+    eng._on_event(cs, "Pod", "MODIFIED", done, None)  # pylint: disable=protected-access
+    assert eng.queue.pending_keys() == [key] and "Pod/default/p" not in cs.members[key]
+
+
+def test_overlay_runs_get_no_fabric_objects(tmp_path):
+    """objects: false (the overlay key: every Node and Pod, which reconcile_overlay reads from the API itself): the
+    run's extra vars carry no fabric_objects; other entries keep them."""
+    import types  # pylint: disable=import-outside-toplevel
+    from controller.workqueue import Item  # pylint: disable=import-outside-toplevel
+    with pytest.raises(watchmap.WatchMapError, match=r"watches\[0\]\.objects"):
+        watchmap.parse([{"kind": "Node", "objects": "no"}], None)
+    eng, cs, caches = _overlay_engine(tmp_path)
+    assert not eng.by_kind["Node"].objects and not eng.by_kind["Pod"].objects and eng.by_kind["Configuration"].objects
+    seen = []
+
+    def run(playbook, extravars, *a, **kw):
+        seen.append(dict(extravars))
+        return types.SimpleNamespace(ok=True, status="successful", reason="", duration=0.1, warm=True, spawn_seconds=0.1,
+                                     changed=0, message="", slowest=(), timeline=())
+    eng.runner = types.SimpleNamespace(run=run)
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "uid": "u-n1", "resourceVersion": "1"}}
+    item = Item("a/overlay", "a/overlay", "a", 0, 0.0, 0.0)
+    eng._run(cs, eng.by_kind["Node"], item, {"Node/n1": node}, ["Node/n1"], deleting=False)  # pylint: disable=protected-access
+    conf = {"apiVersion": "networking.liqo.io/v1beta1", "kind": "Configuration",
+            "metadata": {"name": "c", "namespace": "default", "uid": "u-c"}}
+    eng.by_kind["Configuration"] = dataclasses.replace(eng.by_kind["Configuration"], status=False)
+    ipam = Item("a/ipam", "a/ipam", "a", 0, 0.0, 0.0)
+    eng._run(cs, eng.by_kind["Configuration"], ipam, {"Configuration/default/c": conf}, [], deleting=False)  # pylint: disable=protected-access
+    assert "fabric_objects" not in seen[0] and seen[0]["fabric_cluster"] == "a"
+    assert [o["name"] for o in seen[1]["fabric_objects"]] == ["c"]

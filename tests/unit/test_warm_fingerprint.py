@@ -152,3 +152,34 @@ def test_zipshare_without_the_collection_does_nothing(tmp_path):
     from controller.warm import ZipShare
     ZipShare(str(tmp_path / "store"), None).attach(str(tmp_path / "run"))
     assert not (tmp_path / "store").exists() and not (tmp_path / "run").exists()
+
+
+def test_inventory_memo_serves_a_forked_child_the_parse_once_and_follows_changes(tmp_path, monkeypatch):
+    """The zygote parses the run's inventory before forking; a child's InventoryManager gets the same hosts and vars
+    from it (trusted for templating as Ansible's own read); an edited file is parsed again; a vaulted one never."""
+    from ansible.inventory.manager import InventoryManager  # pylint: disable=import-outside-toplevel
+    from ansible.parsing.dataloader import DataLoader  # pylint: disable=import-outside-toplevel
+    monkeypatch.setattr(DataLoader, "load_from_file", DataLoader.load_from_file)   # undone after the test
+    inv = tmp_path / "inventory.yml"
+    inv.write_text("all:\n  children:\n    nodes:\n      vars: {kubeconfig: '{{ playbook_dir }}/kc'}\n"
+                   "      hosts:\n        n1: {node_name: a}\n        n2: {node_name: b}\n")
+    plain = InventoryManager(DataLoader(), sources=[str(inv)])
+    memo = warm.InventoryMemo()
+    memo.install()
+    assert warm.InventoryMemo.inventories(["p.yml", "-i", "x", "--inventory=y", "-e", "@f"]) == ["x", "y"]
+    memo.prime(["p.yml", "-i", "inventory.yml"], str(tmp_path))
+    assert len(memo.memo) == 2                         # the auto plugin's read and the yaml plugin's
+    served = InventoryManager(DataLoader(), sources=[str(inv)])
+    assert not memo.memo                               # each handed out once (in a child: its own copy)
+    assert sorted(served.hosts) == sorted(plain.hosts) == ["n1", "n2"]
+    assert served.get_host("n2").get_vars() == plain.get_host("n2").get_vars()
+    from ansible._internal._datatag._tags import TrustedAsTemplate  # pylint: disable=import-outside-toplevel
+    assert TrustedAsTemplate.is_tagged_on(served.groups["nodes"].get_vars()["kubeconfig"])
+    memo.prime(["-i", str(inv)], "/")
+    inv.write_text("all:\n  hosts:\n    n3: {}\n")
+    memo.prime(["-i", str(inv)], "/")                  # the edited file replaces the old parse
+    assert sorted(InventoryManager(DataLoader(), sources=[str(inv)]).hosts) == ["n3"]
+    vaulted = tmp_path / "vaulted.yml"
+    vaulted.write_text("all:\n  vars:\n    x: !vault |\n      $ANSIBLE_VAULT;1.1;AES256\n      3132\n")
+    memo.prime(["-i", str(vaulted)], "/")
+    assert not memo.memo
