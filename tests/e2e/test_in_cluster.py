@@ -833,7 +833,7 @@ def timeline(pods: list, since: float) -> str:
             if t >= -1 and r.get("logger") != "ansible" and (r.get("level") != "info" or r.get("msg") in (
                     "playbook run", "playbook done", "leadership acquired", "gateway pod active",
                     "WireGuard session restarted", "tunnel and overlay links dropped", "overlay re-pointed in process",
-                    "standby tunnel activated")):
+                    "standby tunnel activated", "taking the Lease of a holder that is going")):
                 extra = {k: r[k] for k in ("key", "result", "seconds", "spawn", "slowest", "reasons", "message", "gateway_pod")
                          if r.get(k)}
                 rows.append((t, f"{cluster.name}/{pod[-5:]}", r["msg"], json.dumps(extra)[:300]))
@@ -877,15 +877,20 @@ def test_gateway_failover_to_the_standby(connected, installed, cluster, name):
     standby takes the label, its peer gets the endpoint, the Service and the node agents' overlay follow, and
     traffic resumes. The outage (the longest gap between replies) is printed; make bench holds the 3 s target."""
     a, b, c = installed["a"], installed["b"], installed[cluster]
-    wait_for(lambda: len(gateway_pods(c, name)) == 2, timeout=120, what=f"{c.name}: two pods of gateway {name}")
+
+    def warm_standby(cl, gw):   # the warm standby: wireguard-go and the tunnel's peer are there
+        wait_for(lambda: len(gateway_pods(cl, gw)) == 2, timeout=120, what=f"{cl.name}: two pods of gateway {gw}")
+        pod = next(p for p in gateway_pods(cl, gw) if p.metadata.name != active_gateway(cl, gw).metadata.name)
+        out = wait_for(lambda: (lambda o: o if "peer:" in o else None)(
+            kubectl(cl, "exec", pod.metadata.name, "--", "wg", "show", check=False).stdout), timeout=90,
+            what=f"{cl.name}: the warm standby's tunnel")
+        return pod, out
+
+    # both sides settled (the other side's standby too, as the previous failover left it): the failover is
+    # measured on its own
+    warm_standby(b if c is a else a, "server" if name == "client" else "client")
+    standby, shown = warm_standby(c, name)
     old = active_gateway(c, name)
-    standby = next(p for p in gateway_pods(c, name) if p.metadata.name != old.metadata.name)
-
-    def standby_tunnel():   # the warm standby: wireguard-go and the tunnel's peer are there
-        out = kubectl(c, "exec", standby.metadata.name, "--", "wg", "show", check=False).stdout
-        return out if "peer:" in out else None
-
-    shown = wait_for(standby_tunnel, timeout=90, what=f"{c.name}: the warm standby's tunnel")
     # ... but it never reached the peer
     assert "latest handshake" not in shown and "transfer" not in shown, shown
     if name == "client":
@@ -1051,8 +1056,8 @@ def test_a_load_balancer_gateway_server(connected, installed):
         wait_for(lambda: get_json(b, "service", "gw-server")["spec"]["type"] == "NodePort", timeout=60,
                  what="the Service back to NodePort")
         lb.stop()
-    assert not lb.assigned and "/32" not in netns.run(["ip", "-n", lb.speaker.netns, "-br", "addr", "show",
-                                                        "wan0"]).stdout
+    wan0 = netns.run(["ip", "-n", lb.speaker.netns, "-br", "addr", "show", "wan0"]).stdout
+    assert not lb.assigned and "/32" not in wan0, wan0
 
 
 def test_deleting_the_gateways_removes_their_deployments_services_and_secrets(connected, installed):

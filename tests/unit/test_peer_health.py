@@ -42,11 +42,11 @@ def test_the_session_restart_is_due_before_the_error_then_again_while_the_outage
     s = ph.HealthState(threshold=3)
     s.observe(True, 1.0)
     due = []
-    for _ in range(30):
+    for _loss in range(30):
         s.observe(False)
         due.append(s.restart_due())
     assert ph.RESTART_AFTER == 2
-    assert [i + 1 for i, d in enumerate(due) if d] == [2, 4, 6, 8, 10, 20, 30]   # every 2 losses, then every 10
+    assert [i + 1 for i, d in enumerate(due) if d] == list(range(2, 11)) + [20, 30]   # each loss to 10, then every 10
     s.observe(True, 1.0)
     assert not s.restart_due()
     s.observe(False)
