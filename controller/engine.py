@@ -930,10 +930,11 @@ class Engine:
 
     def _on_lead(self, cs: ClusterState) -> None:
         if self.gateway:
-            # the label first: the Service and the node agents' overlay follow it (the longer way), then the
-            # client's own tunnel (a local change)
-            gateway_ha.mark(cs.api, self.gateway["namespace"], self.pod_name, True)
+            # a client's own tunnel first (a local change, before any run can take the interface's lock); then the
+            # label, which a server's Service follows (the node agents re-pointed their links when the old pod
+            # began to go: controller/node_repoint.py)
             self._activate_standby(cs)
+            gateway_ha.mark(cs.api, self.gateway["namespace"], self.pod_name, True)
             self._start_health(cs)
             # the warm standby's tunnel is one run from active (its client peer gets the endpoint): now, not
             # after the informers' wait below
