@@ -380,6 +380,20 @@ def peer_metric(cluster, pod: str, name: str, remote_id: str):
     return None
 
 
+def pod_metrics(cluster, pod: str, namespace: str = "default") -> dict:
+    """The engine's own /metrics of a fabric pod, unlabelled samples only (name -> value)."""
+    code = "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:8080/metrics', timeout=5).read().decode())"
+    text = kubectl(cluster, "exec", "-n", namespace, pod, "--", "python3", "-c", code, check=False).stdout
+    return {ln.split()[0]: float(ln.split()[1]) for ln in text.splitlines()
+            if ln and not ln.startswith("#") and "{" not in ln and len(ln.split()) == 2}
+
+
+def idle(cluster, pod: str) -> bool:
+    """No run of the pod's engine running or queued (a repair in progress would undo a test's fault)."""
+    m = pod_metrics(cluster, pod)
+    return m.get("liqo_fabric_queue_running") == 0 and m.get("liqo_fabric_queue_depth") == 0
+
+
 def connection_status(cluster) -> tuple:
     """(status.value, its condition) of the cluster's one Connection."""
     conn = next(iter(get_json(cluster, "connections")["items"]), {})
@@ -458,12 +472,24 @@ def test_live_peer_health_in_the_active_gateway_pods(connected, installed):
     assert peer_metric(a, client, "liqo_peer_receive_bytes_total", id_b) > 0
     assert peer_metric(a, client, "liqo_peer_transmit_bytes_total", id_b) > 0
     iface = kubectl(b, "exec", server, "--", "wg", "show").stdout.split("interface: ")[1].split()[0]
+    # the previous test's repair runs over: the fault below must not meet a run that rebuilds the link
+    wait_for(lambda: idle(b, server), timeout=90, interval=1, what="b's server pod idle")
     t0 = time.monotonic()
+    down_at = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
     kubectl(b, "exec", server, "--", "ip", "link", "set", "dev", iface, "down")
+
+    def error_seen():
+        st = conn_a()
+        if st.get("value") == "Error":
+            return peer_metric(a, client, "liqo_peer_is_connected", id_b) == 0
+        # the server pod's drift check (period 30 s) may bring the link back first: a Connected condition that
+        # changed after the link went down passed through the Error
+        since = [c.get("lastTransitionTime") for c in st.get("conditions") or [] if c.get("type") == "Established"]
+        return st.get("value") == "Connected" and since and datetime.datetime.fromisoformat(
+            since[0].replace("Z", "+00:00")) > down_at
+
     try:
-        wait_for(lambda: conn_a().get("value") == "Error"
-                 and peer_metric(a, client, "liqo_peer_is_connected", id_b) == 0, timeout=10, interval=0.2,
-                 what=f"a's Connection Error and is_connected 0 (status {conn_a()})")
+        wait_for(error_seen, timeout=10, interval=0.2, what=f"a's Connection Error and is_connected 0 (status {conn_a()})")
         FIGURES["in-cluster: remote tunnel down -> Connection Error, is_connected 0 (s)"] = round(time.monotonic() - t0, 2)
         print(f"\nin-cluster: Error and is_connected 0 {time.monotonic() - t0:.2f} s after the remote tunnel went down")
     finally:
@@ -881,10 +907,11 @@ def test_gateway_failover_to_the_standby(connected, installed, cluster, name):
     def warm_standby(cl, gw):   # the warm standby: wireguard-go and the tunnel's peer are there
         wait_for(lambda: len(gateway_pods(cl, gw)) == 2, timeout=120, what=f"{cl.name}: two pods of gateway {gw}")
         pod = next(p for p in gateway_pods(cl, gw) if p.metadata.name != active_gateway(cl, gw).metadata.name)
-        out = wait_for(lambda: (lambda o: o if "peer:" in o else None)(
-            kubectl(cl, "exec", pod.metadata.name, "--", "wg", "show", check=False).stdout), timeout=90,
-            what=f"{cl.name}: the warm standby's tunnel")
-        return pod, out
+        def tunnel():
+            out = kubectl(cl, "exec", pod.metadata.name, "--", "wg", "show", check=False).stdout
+            return out if "peer:" in out else None
+
+        return pod, wait_for(tunnel, timeout=90, what=f"{cl.name}: the warm standby's tunnel")
 
     # both sides settled (the other side's standby too, as the previous failover left it): the failover is
     # measured on its own
@@ -1025,7 +1052,14 @@ def test_a_load_balancer_gateway_server(connected, installed):
             ep = (get_json(b, "gatewayserver", "server").get("status") or {}).get("endpoint") or {}
             return ep if ep.get("addresses") == [lb.assigned.get("default/gw-server")] else None
 
-        endpoint = wait_for(lb_endpoint, timeout=120, what="the GatewayServer's endpoint at the load balancer")
+        try:
+            endpoint = wait_for(lb_endpoint, timeout=180, what="the GatewayServer's endpoint at the load balancer")
+        except AssertionError:
+            svc = get_json(b, "service", "gw-server")
+            print("lab load balancer:", lb.assigned, lb.errors, "\nService:", json.dumps(svc.get("spec")),
+                  json.dumps(svc.get("status")), "\nGatewayServer:", json.dumps(get_json(b, "gatewayserver", "server")),
+                  flush=True)
+            raise
         svc = get_json(b, "service", "gw-server")
         assert svc["spec"]["type"] == "LoadBalancer" and endpoint["port"] == svc["spec"]["ports"][0]["port"], (svc, endpoint)
         FIGURES["serviceType LoadBalancer -> the server's endpoint at the load balancer (s)"] = round(
