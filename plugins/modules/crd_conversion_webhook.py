@@ -92,6 +92,17 @@ def client_config(definitions, url, ca_bundle):
     return out
 
 
+def without_null_url(definitions):
+    """The definitions without the files' `url: null` (there for kubectl apply over a URL-pointed CRD): an applied
+    object names only what it sets."""
+    out = copy.deepcopy(definitions)
+    for crd in out:
+        config = (((crd.get("spec") or {}).get("conversion") or {}).get("webhook") or {}).get("clientConfig")
+        if isinstance(config, dict) and "url" in config and config["url"] is None:
+            del config["url"]
+    return out
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(**KUBE_ARG_SPEC, definitions=dict(type="list", elements="dict", required=True),
@@ -106,7 +117,7 @@ def main():
         data = (cm or {}).get("data") or {}
         url, ca_bundle, source = data.get("url"), data.get("caBundle", ""), "configmap"
     if not url:
-        module.exit_json(changed=False, definitions=p["definitions"], webhook={"source": "manifests"})
+        module.exit_json(changed=False, definitions=without_null_url(p["definitions"]), webhook={"source": "manifests"})
     where = "url" if source == "parameters" else "ConfigMap %s/%s" % REGISTRATION
     if not url.startswith("https://"):
         module.fail_json(msg="%s: the conversion webhook's URL must be https://, got %r" % (where, url))

@@ -204,13 +204,16 @@ class ApiServer:
             self.webhook_ca_bundle = base64.b64encode(f.read()).decode()
         self.webhook_url = f"https://127.0.0.1:{self.webhook_port}/convert"
         namespace, name = WEBHOOK_REGISTRATION
+        body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace},
+                "data": {"url": self.webhook_url, "caBundle": self.webhook_ca_bundle}}
         while True:  # kube-system is created by the apiserver just after it is ready
             try:
-                self.request("POST", f"/api/v1/namespaces/{namespace}/configmaps", {
-                    "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace},
-                    "data": {"url": self.webhook_url, "caBundle": self.webhook_ca_bundle}})
+                self.request("POST", f"/api/v1/namespaces/{namespace}/configmaps", body)
                 return
             except urllib.error.HTTPError as exc:
+                if exc.code == 409:   # a restart on the same etcd data: the registration gets the new url and CA
+                    self.request("PUT", f"/api/v1/namespaces/{namespace}/configmaps/{name}", body)
+                    return
                 if exc.code != 404 or time.monotonic() > deadline:
                     raise ApiServerError(f"registering the conversion webhook: {exc}") from exc
                 time.sleep(0.1)
