@@ -97,7 +97,7 @@ class GatewayHealth(threading.Thread):
                     self.halt.wait(self.interval)
                     answered, rtt, why = False, None, "probe failed: %s" % exc
                 changed = self.state.observe(answered, rtt, why=why)
-                if self.state.restart_due():
+                if changed and self.state.value == ph.ERROR:
                     self._restart_session()
                 due = self.state.value == ph.CONNECTED and (
                     self.written is None or time.monotonic() - self.written >= STATUS_INTERVAL)

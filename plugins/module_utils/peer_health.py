@@ -21,7 +21,6 @@ import time
 PORT = 12345          # UDP port of the probe on both tunnel ends (the same default as Liqo's gateways)
 INTERVAL = 1.0        # seconds between two pings
 THRESHOLD = 3         # consecutive lost pings that make the peer Error
-RESTART_AFTER = 2     # consecutive lost pings after which the WireGuard session is restarted (and at each next one)
 MAGIC = b"LFH1"
 PING, PONG = b"P", b"R"
 _PACKET = struct.Struct("!4sc I Q")  # magic, type, sequence, sender's monotonic time (ns)
@@ -99,18 +98,6 @@ class HealthState:
             self.since = now if now is not None else time.time()
             return True
         return False
-
-    def restart_due(self):
-        """True right after the ping that makes the losses reach RESTART_AFTER (or the threshold, if lower), then
-        after every loss up to 10, then every 10: the moments to restart the WireGuard session. The first comes
-        one ping before the Error: a peer that is a new gateway pod (a failover) is reached a probe interval
-        sooner; two pings lost in a row by chance cost one handshake. The next ones catch a peer that was not
-        reachable yet at the first (a server whose Service did not point at its new pod yet): each restart starts a
-        handshake at once, where WireGuard itself retries only every 5 s."""
-        first = min(RESTART_AFTER, self.threshold)
-        if self.losses < first:
-            return False
-        return self.losses <= 10 or self.losses % 10 == 0
 
 
 class Prober:

@@ -296,7 +296,7 @@ class Daemon:
                     time.sleep(self.prober.interval)
                     answered, rtt, why = False, None, "probe failed: %s" % exc
                 changed = self.state.observe(answered, rtt, why=why)
-                if self.state.restart_due():
+                if changed and self.state.value == ph.ERROR:
                     self._restart_session()
                 due = self.state.value == ph.CONNECTED and (
                     self.written is None or time.time() - self.written[1] >= STATUS_INTERVAL)

@@ -907,6 +907,7 @@ def test_gateway_failover_to_the_standby(connected, installed, cluster, name):
     def warm_standby(cl, gw):   # the warm standby: wireguard-go and the tunnel's peer are there
         wait_for(lambda: len(gateway_pods(cl, gw)) == 2, timeout=120, what=f"{cl.name}: two pods of gateway {gw}")
         pod = next(p for p in gateway_pods(cl, gw) if p.metadata.name != active_gateway(cl, gw).metadata.name)
+
         def tunnel():
             out = kubectl(cl, "exec", pod.metadata.name, "--", "wg", "show", check=False).stdout
             return out if "peer:" in out else None

@@ -38,26 +38,6 @@ def test_losses_below_threshold_keep_connected_then_error_then_recovery():
     assert s.losses == 0 and s.latency_us == 500.0
 
 
-def test_the_session_restart_is_due_before_the_error_then_again_while_the_outage_lasts():
-    s = ph.HealthState(threshold=3)
-    s.observe(True, 1.0)
-    due = []
-    for _loss in range(30):
-        s.observe(False)
-        due.append(s.restart_due())
-    assert ph.RESTART_AFTER == 2
-    assert [i + 1 for i, d in enumerate(due) if d] == list(range(2, 11)) + [20, 30]   # each loss to 10, then every 10
-    s.observe(True, 1.0)
-    assert not s.restart_due()
-    s.observe(False)
-    assert not s.restart_due()
-    s.observe(False)
-    assert s.restart_due() and s.value == ph.CONNECTED   # the next outage restarts again, before the Error
-    one = ph.HealthState(threshold=1)
-    one.observe(False)
-    assert one.restart_due() and one.value == ph.ERROR   # a threshold below RESTART_AFTER: at the Error, then every 1
-
-
 def test_an_answer_between_losses_resets_the_count():
     s = ph.HealthState(threshold=2)
     s.observe(True, 1.0)
