@@ -40,7 +40,6 @@ class NodeRepoint(threading.Thread):
         self.stop_event = stop
         self.options = options or {}
         self.wanted = threading.Event()
-        self.applied = 0     # applies that changed the kernel
         self._kube: Optional[Kube] = None
 
     def kick(self) -> None:
@@ -82,7 +81,6 @@ class NodeRepoint(threading.Thread):
                          bool(self.options.get("node_overlay_masquerade_bypass", True)))
         result = overlay_dataplane.sync_overlay_dataplane(host, table=TABLE, state="present")
         if result["changed"]:
-            self.applied += 1
             pod = facts.get("pod") or {}
             log.info("overlay re-pointed in process", extra={"fields": {
                 "gateway": facts.get("gateway"), "gateway_pod": pod.get("name"), "pod_ip": pod.get("ip"),

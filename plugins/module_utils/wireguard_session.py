@@ -26,6 +26,14 @@ from __future__ import absolute_import, division, print_function
 from ansible_collections.liqo.fabric.plugins.module_utils import wireguard as wg
 
 
+def _readd(pub, peer, endpoint, persistent_keepalive):
+    """The peer `pub` removed and added back (a fresh session) with its key material and allowed IPs, and
+    `endpoint` / `persistent_keepalive`; the removal first, both in one request."""
+    return [wg.PeerChange(pub, remove=True),
+            wg.PeerChange(pub, new=True, preshared_key=peer.preshared_key, endpoint=endpoint,
+                          persistent_keepalive=persistent_keepalive, allowed_ips=list(peer.allowed_ips))]
+
+
 def restart_changes(dev, public_key=None, rebind=False):
     """The DeviceChange restarting the sessions of `public_key` (every peer when None) that have an endpoint;
     empty when none qualifies. Removal and re-add of one key in one request: the removal is rendered first.
@@ -34,10 +42,7 @@ def restart_changes(dev, public_key=None, rebind=False):
     for pub, peer in dev.peers.items():
         if (public_key is not None and pub != public_key) or not peer.endpoint:
             continue
-        change.peers.append(wg.PeerChange(pub, remove=True))
-        change.peers.append(wg.PeerChange(
-            pub, new=True, preshared_key=peer.preshared_key, endpoint=peer.endpoint,
-            persistent_keepalive=peer.persistent_keepalive, allowed_ips=list(peer.allowed_ips)))
+        change.peers += _readd(pub, peer, peer.endpoint, peer.persistent_keepalive)
     if rebind and change.peers:
         change.listen_port = 0
     return change
@@ -82,10 +87,7 @@ def activate_changes(dev, endpoint, persistent_keepalive):
     change = wg.DeviceChange()
     for pub, peer in dev.peers.items():
         if not peer.endpoint:
-            change.peers.append(wg.PeerChange(pub, remove=True))
-            change.peers.append(wg.PeerChange(
-                pub, new=True, preshared_key=peer.preshared_key, endpoint=endpoint,
-                persistent_keepalive=persistent_keepalive, allowed_ips=list(peer.allowed_ips)))
+            change.peers += _readd(pub, peer, endpoint, persistent_keepalive)
     if change.peers:
         change.listen_port = 0
     return change

@@ -370,11 +370,15 @@ def test_wireguard_go_runs_inside_the_gateway_pods_own_netns(connected, installe
             assert [r["kind"] for r in obj["metadata"]["ownerReferences"]] == ["Gateway" + name.capitalize()], obj["metadata"]
 
 
+def metrics_text(cluster, pod: str, namespace: str = "default") -> str:
+    """The /metrics page of a fabric pod's engine, read inside the pod."""
+    code = "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:8080/metrics', timeout=5).read().decode())"
+    return kubectl(cluster, "exec", "-n", namespace, pod, "--", "python3", "-c", code, check=False).stdout
+
+
 def peer_metric(cluster, pod: str, name: str, remote_id: str):
     """A liqo_peer_* value from the gateway pod's own /metrics (its live probe), None when absent."""
-    code = "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:8080/metrics', timeout=5).read().decode())"
-    text = kubectl(cluster, "exec", pod, "--", "python3", "-c", code, check=False).stdout
-    for line in text.splitlines():
+    for line in metrics_text(cluster, pod).splitlines():
         if line.startswith(name + "{") and f'cluster_id="{remote_id}"' in line and 'driver="wireguard"' in line:
             return float(line.rsplit(" ", 1)[1])
     return None
@@ -382,9 +386,7 @@ def peer_metric(cluster, pod: str, name: str, remote_id: str):
 
 def pod_metrics(cluster, pod: str, namespace: str = "default") -> dict:
     """The engine's own /metrics of a fabric pod, unlabelled samples only (name -> value)."""
-    code = "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:8080/metrics', timeout=5).read().decode())"
-    text = kubectl(cluster, "exec", "-n", namespace, pod, "--", "python3", "-c", code, check=False).stdout
-    return {ln.split()[0]: float(ln.split()[1]) for ln in text.splitlines()
+    return {ln.split()[0]: float(ln.split()[1]) for ln in metrics_text(cluster, pod, namespace).splitlines()
             if ln and not ln.startswith("#") and "{" not in ln and len(ln.split()) == 2}
 
 
