@@ -297,7 +297,8 @@ class Engine:
         return ok, {"ready": ok, "synced": detail}
 
     def healthy(self) -> tuple:
-        alive = all(t.is_alive() for t in self._threads) and not self.stop.is_set()
+        alive = all(t.is_alive() for t in self._threads) and not self.stop.is_set() and all(
+            h.is_alive() for h in list(self._health.values()))   # an active gateway pod's probe thread too
         return alive, {"healthy": alive, "queue": self.queue.depth(), "running": self.queue.running(),
                        "leader": {c: cs.acting() for c, cs in self.clusters.items()}}
 

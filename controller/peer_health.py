@@ -60,6 +60,8 @@ class GatewayHealth(threading.Thread):
         self.counter: Optional[phm.Counters] = None
         self.counter_lock = threading.Lock()
         self.sessions_restarted = 0
+        self.probes = 0      # pings sent (a tick that ran to its end)
+        self.failures = 0    # ticks that failed unexpectedly
 
     def stop(self, timeout: float = 5.0) -> None:
         self.halt.set()
@@ -75,37 +77,57 @@ class GatewayHealth(threading.Thread):
         prober = None
         try:
             while not self.halt.is_set():
-                spec = self._resolve()
-                if spec != self.spec:
+                try:
+                    prober = self._tick(prober)
+                except Exception as exc:  # pylint: disable=broad-except
+                    # nothing restarts this thread: a bug or an unexpected failure (the API, the CR) is logged and
+                    # the next tick opens a new prober (the state kept), so the peer's health is never silently frozen
+                    self.failures += 1
+                    log.warning("health probe tick failed", extra={"fields": {"error": str(exc)[:300]}})
                     if prober:
                         prober.close()
-                    prober = ph.Prober(spec["interface"], spec["address"], self.port, self.interval) if spec else None
-                    self.state = ph.HealthState(self.threshold, "%s:%d via %s" % (
-                        spec["address"], self.port, spec["interface"])) if spec else None
-                    self.spec, self.written = spec, None
-                    with self.counter_lock:
-                        self.counter = phm.Counters(spec["interface"]) if spec else None
-                if prober is None:
+                    prober = None
                     self.halt.wait(self.interval)
-                    continue
-                try:
-                    answered, rtt, why = prober.step()
-                except Exception as exc:  # pylint: disable=broad-except
-                    # the thread lives on (nothing would restart it): an unexpected failure is a lost probe
-                    log.warning("health probe failed", extra={"fields": {"error": str(exc)[:300]}})
-                    prober.close()
-                    self.halt.wait(self.interval)
-                    answered, rtt, why = False, None, "probe failed: %s" % exc
-                changed = self.state.observe(answered, rtt, why=why)
-                if changed and self.state.value == ph.ERROR:
-                    self._restart_session()
-                due = self.state.value == ph.CONNECTED and (
-                    self.written is None or time.monotonic() - self.written >= STATUS_INTERVAL)
-                if (changed and self.state.value != ph.CONNECTING) or due:
-                    self._write()
         finally:
             if prober:
                 prober.close()
+
+    def _tick(self, prober):
+        """One probe interval: the target looked up again, one ping, the state and the Connection updated."""
+        spec = self._resolve()
+        if spec != self.spec:
+            if prober:
+                prober.close()
+            prober = None
+            self.state = ph.HealthState(self.threshold, "%s:%d via %s" % (
+                spec["address"], self.port, spec["interface"])) if spec else None
+            self.spec, self.written = spec, None
+            with self.counter_lock:
+                self.counter = phm.Counters(spec["interface"]) if spec else None
+        if spec and prober is None:   # a new target, or the last tick failed: the state is kept
+            prober = ph.Prober(spec["interface"], spec["address"], self.port, self.interval)
+        if prober is None:
+            self.halt.wait(self.interval)
+            return None
+        try:
+            answered, rtt, why = prober.step()
+        except Exception as exc:  # pylint: disable=broad-except
+            # an unexpected failure of the socket is a lost probe
+            log.warning("health probe failed", extra={"fields": {"error": str(exc)[:300]}})
+            prober.close()
+            self.halt.wait(self.interval)
+            answered, rtt, why = False, None, "probe failed: %s" % exc
+        self.probes += 1
+        changed = self.state.observe(answered, rtt, why=why)
+        due = self.state.value == ph.CONNECTED and (
+            self.written is None or time.monotonic() - self.written >= STATUS_INTERVAL)
+        if (changed and self.state.value != ph.CONNECTING) or due:
+            self._write()
+        if changed and self.state.value == ph.ERROR:
+            # after the Error is written: the restart talks to wireguard-go under the interface's lock, which a
+            # reconcile may hold for a moment, and the Connection must not wait for it
+            self._restart_session()
+        return prober
 
     def _restart_session(self) -> None:
         """The peer went silent: restart the tunnel's WireGuard session, so a peer that came back (a new gateway
@@ -114,10 +136,12 @@ class GatewayHealth(threading.Thread):
             if self.counter:
                 self.counter.read()  # the re-added peer's counters start from 0: keep what was counted
             try:
+                start = time.monotonic()
                 # a client also takes a new source port: a new flow through the server's NodePort (wireguard_session)
                 if wgs.restart_session(self.spec["interface"], rebind=bool(self.spec.get("client"))):
                     self.sessions_restarted += 1
-                    log.info("WireGuard session restarted", extra={"fields": {"interface": self.spec["interface"]}})
+                    log.info("WireGuard session restarted", extra={"fields": {
+                        "interface": self.spec["interface"], "seconds": round(time.monotonic() - start, 3)}})
             except Exception as exc:  # pylint: disable=broad-except
                 log.warning("WireGuard session not restarted", extra={"fields": {"error": str(exc)[:300]}})
 

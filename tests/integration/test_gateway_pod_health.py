@@ -115,3 +115,36 @@ def test_active_pod_thread_follows_the_peer(monkeypatch):
         h.stop()
         responder.halt.set()
     assert not h.is_alive()
+
+
+def test_the_thread_outlives_failing_ticks(monkeypatch):
+    """An unexpected failure of a tick (here the informer's lookup raising, as a bug or a broken cache would) is
+    logged and counted; the thread lives on, so the peer going silent is still reported, and the pod's /healthz
+    (Engine.healthy) would see a dead probe thread."""
+    gateway = {"kind": "GatewayServer", "metadata": {"name": "server", "namespace": "liqo-tenant-b",
+                                                     "labels": {"liqo.io/remote-cluster-id": "cluster-b"}}}
+    target = peer_health.target_of(gateway, "cluster-a")
+    monkeypatch.setattr(peer_health, "target_of", lambda gw, cid: dict(target, interface="lo", address="127.0.0.2"))
+    broken = {"left": 3}
+
+    def lookup():
+        if broken["left"]:
+            broken["left"] -= 1
+            raise RuntimeError("informer cache broken")
+        return gateway
+
+    api = Api()
+    responder = Responder()
+    responder.start()
+    h = peer_health.GatewayHealth(api, lookup, lambda: "cluster-a", port=PORT, interval=0.2, threshold=3)
+    h.start()
+    try:
+        wait(lambda: api.status.get("value") == "Connected")
+        assert h.failures == 3 and h.is_alive()
+        responder.mute.set()
+        wait(lambda: api.status.get("value") == "Error")
+        assert h.is_alive() and h.probes >= 4
+    finally:
+        h.stop()
+        responder.halt.set()
+    assert not h.is_alive()
