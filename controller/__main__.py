@@ -85,6 +85,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--no-state", action="store_true", help="do not persist applied hashes in ConfigMap liqo/%s" % "liqo-fabric-controller-state")
     p.add_argument("--no-warm-runner", action="store_true",
                    help="spawn a cold ansible-playbook per run (default: fork runs from a zygote that imported Ansible once)")
+    p.add_argument("--warm-idle-exit", type=float, default=0.0, metavar="SECONDS",
+                   help="the warm runner's zygote exits after SECONDS without a run, freeing its memory, and starts "
+                        "again at the next run (which goes cold); 0: never (default)")
     p.add_argument("--no-repoint-in-process", action="store_true",
                    help="node mode: on a gateway pod's event, leave the overlay to the playbook run (default: apply it "
                         "in process first, then run the playbook)")
@@ -180,6 +183,8 @@ def main(argv=None) -> int:
         if missing:
             raise SystemExit(f"--mode gateway needs {', '.join(missing)}")
         gateway = {"kind": args.gateway_kind, "namespace": args.gateway_namespace, "name": args.gateway_name}
+    if args.warm_idle_exit < 0:
+        raise SystemExit(f"--warm-idle-exit: {args.warm_idle_exit} is not a number of seconds >= 0")
     namespaces = [n.strip() for n in args.namespaces.split(",") if n.strip()]
     if args.inventory and not os.path.isfile(args.inventory):
         raise SystemExit(f"--inventory: {args.inventory!r} does not exist")
@@ -196,7 +201,8 @@ def main(argv=None) -> int:
                     lease_namespace=args.lease_namespace, identity=args.identity, mode=mode,
                     node_name=args.node_name, watch_map_path=args.watches, metrics=metrics,
                     state_configmap=not args.no_state, watch_timeout=args.watch_timeout,
-                    warm_runner=not args.no_warm_runner, namespaces=namespaces, gateway=gateway,
+                    warm_runner=not args.no_warm_runner, warm_idle_exit=args.warm_idle_exit,
+                    namespaces=namespaces, gateway=gateway,
                     repoint_in_process=not args.no_repoint_in_process)
     engine.key_rotation_period = args.key_rotation_check
     http = HealthServer(args.metrics_address, args.metrics_port, metrics, engine.healthy, engine.ready)

@@ -131,7 +131,7 @@ class Engine:
                  identity: Optional[str] = None, node_mode: bool = False, node_name: str = "",
                  watch_map_path: Optional[str] = None, metrics: Optional[Metrics] = None,
                  state_configmap: bool = True, watch_timeout: int = 240, max_retry_delay: float = 60.0,
-                 warm_runner: bool = True, mode: Optional[str] = None, namespaces: Optional[List[str]] = None,
+                 warm_runner: bool = True, warm_idle_exit: float = 0.0, mode: Optional[str] = None, namespaces: Optional[List[str]] = None,
                  gateway: Optional[dict] = None, repoint_in_process: bool = True):
         # controller: the API side (with --inventory also the agentless dataplane); node: the node agent;
         # gateway: one gateway pod ({kind, namespace, name}), which applies the gateway role to itself
@@ -155,7 +155,8 @@ class Engine:
         if self.health_collector:  # its own probe, not the Connection it watches, is the pod's liqo_peer_*
             self.metrics.live_peers = self.health_collector.samples
         self.queue = WorkQueue(debounce=debounce)
-        self.runner = PlaybookRunner(runtime_dir, collection_root, inventory, warm=warm_runner)
+        self.runner = PlaybookRunner(runtime_dir, collection_root, inventory, warm=warm_runner,
+                                     warm_idle_exit=warm_idle_exit)
         self.workers_n = max(1, workers)
         self.stop = threading.Event()
         self.identity = identity or f"{socket.gethostname()}-{os.getpid()}"

@@ -104,7 +104,7 @@ def collection_env(collection_root: str) -> dict:
 
 class PlaybookRunner:
     def __init__(self, runtime_dir: str, collection_root: str, inventory: Optional[str] = None,
-                 rotate: int = 3, extra_env: Optional[dict] = None, warm: bool = True):
+                 rotate: int = 3, extra_env: Optional[dict] = None, warm: bool = True, warm_idle_exit: float = 0.0):
         _no_close_delay()
         self.runtime_dir = runtime_dir
         self.inventory = os.path.abspath(inventory) if inventory else None
@@ -138,6 +138,7 @@ class PlaybookRunner:
         self.project_dir = os.path.join(runtime_dir, "project")
         os.makedirs(self.project_dir, mode=0o700, exist_ok=True)
         self.zygote: Optional[warm_mod.Zygote] = None
+        self.warm_idle_exit = warm_idle_exit
         self._cold_logged: set = set()
         off = speed_paths.off_reason() if warm else None
         if off:  # the zygote patches ansible-core internals: only on the versions the suite runs
@@ -160,7 +161,7 @@ class PlaybookRunner:
             rc = RunnerConfig(private_data_dir=slot, playbook="probe.yml", ident="warm-probe", **self._common_kwargs())
             rc.prepare()
             shutil.rmtree(rc.artifact_dir, ignore_errors=True)
-            self.zygote = warm_mod.Zygote(self.runtime_dir, rc.env, rc.cwd, self.binary)
+            self.zygote = warm_mod.Zygote(self.runtime_dir, rc.env, rc.cwd, self.binary, idle_exit=self.warm_idle_exit)
             self.zygote.start()
         except Exception as exc:  # pylint: disable=broad-except
             log.warning("warm runner disabled: zygote did not start", extra={"fields": {"error": str(exc)}})

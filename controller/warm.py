@@ -358,10 +358,12 @@ class InventoryMemo:
 
 # ====================================================================== the zygote (its own process)
 class _Server:
-    def __init__(self, sock_path: str, lifeline_fd: int, binary: str):
+    def __init__(self, sock_path: str, lifeline_fd: int, binary: str, idle_exit: float = 0.0):
         self.sock_path = sock_path
         self.lifeline_fd = lifeline_fd
         self.binary = binary
+        self.idle_exit = idle_exit     # seconds without a run after which the zygote exits (0: never)
+        self.last_busy = time.monotonic()
         self.children: Dict[int, dict] = {}   # pid -> {conn, pidfd, client_gone}
         self.listener: Optional[socket.socket] = None
         self.refuse = ""
@@ -441,6 +443,13 @@ class _Server:
         try:
             while True:
                 deadlines = [c["kill_at"] for c in self.children.values() if c.get("kill_at")]
+                if self.idle_exit and not self.children:
+                    if time.monotonic() >= self.last_busy + self.idle_exit:
+                        # idle: its memory back to the node; the controller starts a new one at the next run
+                        # (that run goes cold: a client connecting now reads EOF and execs ansible-playbook)
+                        _log("info", "warm runner zygote idle, exiting", idle_seconds=self.idle_exit)
+                        return 0
+                    deadlines.append(self.last_busy + self.idle_exit)
                 timeout = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
                 for key, dummy in self.sel.select(timeout):
                     what, pid = key.data
@@ -448,11 +457,13 @@ class _Server:
                         if not os.read(self.lifeline_fd, 64):
                             return 0
                     elif what == "accept":
+                        self.last_busy = time.monotonic()
                         self._accept()
                     elif what == "conn":
                         self._conn_event(pid)
                     elif what == "pidfd":
                         self._reap(pid)
+                        self.last_busy = time.monotonic()
                 now = time.monotonic()
                 for pid, ch in list(self.children.items()):
                     if ch.get("kill_at") and now >= ch["kill_at"]:
@@ -745,6 +756,7 @@ def zygote_main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--socket", required=True)
     p.add_argument("--lifeline-fd", type=int, required=True)
     p.add_argument("--binary", required=True)
+    p.add_argument("--idle-exit", type=float, default=0.0)
     args = p.parse_args(argv)
     # sys.path as the real ansible-playbook script has it (its own dir first), not this file's dir
     here = os.path.dirname(os.path.abspath(__file__))
@@ -752,7 +764,7 @@ def zygote_main(argv: Optional[Sequence[str]] = None) -> int:
     sys.path.insert(0, os.path.dirname(os.path.abspath(args.binary)))
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    server = _Server(args.socket, args.lifeline_fd, args.binary)
+    server = _Server(args.socket, args.lifeline_fd, args.binary, args.idle_exit)
     try:
         server.warm_up()
     except BaseException as exc:  # pylint: disable=broad-except
@@ -781,7 +793,8 @@ class Zygote:
 
     RESTART_INTERVAL = 10.0
 
-    def __init__(self, runtime_dir: str, env: Dict[str, str], cwd: str, binary: str):
+    def __init__(self, runtime_dir: str, env: Dict[str, str], cwd: str, binary: str, idle_exit: float = 0.0):
+        self.idle_exit = idle_exit   # the zygote exits after this many seconds without a run (0: never)
         self.dir = os.path.join(runtime_dir, "warm")
         os.makedirs(self.dir, mode=0o700, exist_ok=True)
         os.chmod(self.dir, 0o700)
@@ -832,7 +845,7 @@ class Zygote:
         try:
             self.proc = subprocess.Popen(   # pylint: disable=consider-using-with
                 [self.python, os.path.abspath(__file__), "--socket", self.sock_path, "--lifeline-fd", str(r),
-                 "--binary", self.binary],
+                 "--binary", self.binary] + (["--idle-exit", str(self.idle_exit)] if self.idle_exit else []),
                 env=self.env, cwd=self.cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 pass_fds=(r,), start_new_session=True, close_fds=True)
         except OSError:
@@ -845,11 +858,13 @@ class Zygote:
         self._finalizer = weakref.finalize(self, _close_fd_box, [w])
 
     def ensure(self) -> None:
-        """Restart a zygote that died (at most every RESTART_INTERVAL s); runs meanwhile go cold."""
+        """Restart a zygote that died (at most every RESTART_INTERVAL s) or exited idle (at once); runs meanwhile
+        go cold."""
         if self.closed or (self.proc and self.proc.poll() is None):
             return
         with self._lock:
-            if time.monotonic() - self._started_at >= self.RESTART_INTERVAL:
+            idled = self.idle_exit and self.proc is not None and self.proc.returncode == 0
+            if idled or time.monotonic() - self._started_at >= self.RESTART_INTERVAL:
                 self._start_locked()
 
     def wait_ready(self, timeout: float = 30.0) -> bool:

@@ -36,7 +36,7 @@ import subprocess
 import tempfile
 import time
 
-from tests.benchmarks.report import figure, ratio
+from tests.benchmarks.report import MEASURED, figure, ratio
 from tests.e2e import fabric
 from tests.e2e.fabric import get, translate
 from tests.lab import Lab, netns
@@ -262,6 +262,10 @@ def measure_path(lab, client_pod, server_pod, target, gw_a, gw_b) -> None:
         figure(f"{label}RTT pod -> remote pod, median of {PINGS}", rtt_pod, "ms")
         figure(f"{label}baseline: RTT gateway -> gateway over the tunnel, median of {PINGS}", rtt_gw, "ms")
         figure(f"{label}RTT pod-to-pod minus gateway-to-gateway", rtt_pod - rtt_gw, "ms", **goal(0.15))
+    in_cluster = MEASURED.get("in-cluster pod path (Mbit/s)")
+    if in_cluster:   # bench_in_cluster ran earlier in this `make bench`: its pods behind real kubelets, same machine
+        ratio("in-cluster pod -> pod / agentless pod -> pod (this run)", in_cluster,
+              statistics.median(settings[True]["pods"]), higher_is_better=True)
 
 
 # --- 3: 10,000 pods -------------------------------------------------------------------------------------

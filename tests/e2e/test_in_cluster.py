@@ -15,6 +15,7 @@ import ipaddress
 import json
 import os
 import re
+import statistics
 import subprocess
 import threading
 import time
@@ -677,6 +678,72 @@ def test_pod_to_pod_across_clusters_at_the_remapped_address(connected, installed
     FIGURES["pod pairs checked both ways (ICMP, 1,400-byte ICMP and TCP)"] = checked
 
 
+IPERF_PORT, IPERF_SECONDS, IPERF_ROUNDS = 5411, 5, 3
+TRANSIT_SERVER, TRANSIT_CLIENT = "169.254.18.1", "169.254.18.2"   # the GatewayServer's / GatewayClient's tunnel end
+
+
+def host_pid(cluster, pod: str) -> int:
+    """A host PID in the pod's network namespace (the lab's nodes share the host's PID namespace): found by the
+    namespace's inode, so the host's own iperf3 runs in the pod's netns through nsenter (no tool in the image)."""
+    inode = kubectl(cluster, "exec", pod, "--", "readlink", "/proc/1/ns/net").stdout.strip()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.readlink(f"/proc/{entry}/ns/net") == inode:
+                    return int(entry)
+            except OSError:
+                continue
+    raise AssertionError(f"no host process in {cluster.name}/{pod}'s network namespace {inode}")
+
+
+def iperf_mbit(client_pid: int, server_pid: int, address: str, bind: str = "") -> float:
+    """Receiver-side Mbit/s of one TCP run from the client's netns to `address` (an iperf3 server started in the
+    server's netns for the run, stopped by its PID)."""
+    enter = ["nsenter", f"--net=/proc/{server_pid}/ns/net"]
+    server = subprocess.Popen(enter + ["iperf3", "-s", "-1", "-p", str(IPERF_PORT)] + (["-B", address] if bind else []),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: f":{IPERF_PORT} " in subprocess.run(enter + ["ss", "-Hltn"], capture_output=True,
+                                                              text=True, check=False).stdout,
+                 timeout=10, interval=0.1, what="iperf3 server listening")
+        argv = ["nsenter", f"--net=/proc/{client_pid}/ns/net", "iperf3", "-c", address, "-p", str(IPERF_PORT),
+                "-t", str(IPERF_SECONDS), "-J"] + (["-B", bind] if bind else [])
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=IPERF_SECONDS + 30, check=False)
+        data = json.loads(proc.stdout or "{}")
+        assert proc.returncode == 0 and "error" not in data, (argv, data.get("error"), proc.stderr[-500:])
+        return data["end"]["sum_received"]["bits_per_second"] / 1e6
+    finally:
+        if server.poll() is None:
+            server.terminate()
+        server.wait(timeout=10)
+
+
+def test_pod_to_pod_throughput_against_the_tunnel(connected, installed):
+    """Printed, not asserted (make bench prints it beside the agentless path's): TCP from a's workload pod to b's
+    at its remapped address, both on nodes without the active gateway pod (pod veth, the node agent's overlay
+    link, the gateway pods' NAT and WireGuard), against the tunnel alone between the two active gateway pods
+    (transit addresses); alternating runs, medians. Asserted: data crossed both ways of measuring."""
+    a, b = installed["a"], installed["b"]
+    gw_a, gw_b = active_gateway(a, "client"), active_gateway(b, "server")
+    src = next(p for p in workload_pods(a) if p.spec.node_name != gw_a.spec.node_name)
+    dst = next(p for p in workload_pods(b) if p.spec.node_name != gw_b.spec.node_name)
+    view = get_json(a, "configurations", "dry-paper")["status"]["remote"]["cidr"]["pod"]
+    pids = {"src": host_pid(a, src.metadata.name), "dst": host_pid(b, dst.metadata.name),
+            "gw_a": host_pid(a, gw_a.metadata.name), "gw_b": host_pid(b, gw_b.metadata.name)}
+    pod_runs, tunnel_runs = [], []
+    for _ in range(IPERF_ROUNDS):
+        pod_runs.append(iperf_mbit(pids["src"], pids["dst"], remapped(dst.status.pod_ip, view)))
+        tunnel_runs.append(iperf_mbit(pids["gw_a"], pids["gw_b"], TRANSIT_SERVER, bind=TRANSIT_CLIENT))
+    print(f"\nin-cluster throughput: pod -> pod {[round(x) for x in pod_runs]} Mbit/s, "
+          f"gateway pod -> gateway pod {[round(x) for x in tunnel_runs]} Mbit/s (load {os.getloadavg()[0]:.1f})")
+    assert min(pod_runs) > 0 and min(tunnel_runs) > 0, (pod_runs, tunnel_runs)
+    pod, tunnel = statistics.median(pod_runs), statistics.median(tunnel_runs)
+    FIGURES[f"in-cluster TCP pod -> pod remapped, median {IPERF_ROUNDS} x {IPERF_SECONDS} s (Mbit/s)"] = round(pod)
+    FIGURES[f"in-cluster TCP gateway pod -> gateway pod tunnel, median {IPERF_ROUNDS} x {IPERF_SECONDS} s (Mbit/s)"] = \
+        round(tunnel)
+    FIGURES["in-cluster pod path / tunnel"] = round(pod / tunnel, 3)
+
+
 def test_verify_reaches_remote_pods_through_clusterip_and_nodeport_services(connected, installed):
     """Issue 21, liqo.fabric.verify -e services=true on real-node clusters: from a pod of each cluster, TCP through a
     ClusterIP and a NodePort Service of its own cluster whose only endpoint is a remote pod at its remapped address
@@ -1042,14 +1109,19 @@ def test_least_privilege_rbac_per_mode(installed):
 def test_memory_of_the_pods(connected, installed):
     """Printed, not asserted (make bench holds the targets): RSS of every process in each pod's container (pages
     shared between processes counted once per process), and the container's working set as the kubelet counts it
-    (its cgroup's memory.current less inactive file pages: each page once)."""
+    (its cgroup's usage less inactive file pages, cgroup v2 or v1: each page once)."""
     c = installed["a"]
     code = ("import glob\nt=0\nfor f in glob.glob('/proc/[0-9]*/status'):\n"
             "    try:\n        t+=int([l for l in open(f) if l.startswith('VmRSS')][0].split()[1])\n"
             "    except Exception:\n        pass\nw=-1\ntry:\n"
             "    cur=int(open('/sys/fs/cgroup/memory.current').read())\n"
             "    st=dict(l.split() for l in open('/sys/fs/cgroup/memory.stat'))\n"
-            "    w=(cur-int(st.get('inactive_file',0)))//1024\nexcept Exception:\n    pass\nprint(t, w)")
+            "    w=(cur-int(st.get('inactive_file',0)))//1024\nexcept Exception:\n    pass\n"
+            # cgroup v1 (the lab's containerd): the same measure as cAdvisor's, usage less total_inactive_file
+            "if w<0:\n    try:\n"
+            "        cur=int(open('/sys/fs/cgroup/memory/memory.usage_in_bytes').read())\n"
+            "        st=dict(l.split() for l in open('/sys/fs/cgroup/memory/memory.stat'))\n"
+            "        w=(cur-int(st.get('total_inactive_file',0)))//1024\n    except Exception:\n        pass\nprint(t, w)")
     for label, pod, ns in (("controller (acting)", None, "liqo"), ("node agent", None, "liqo"), ("gateway", None, "default")):
         if label.startswith("controller"):
             lease = get_json(c, "lease", "-n", "liqo", "liqo-fabric-controller")["spec"]["holderIdentity"]

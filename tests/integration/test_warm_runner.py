@@ -284,6 +284,29 @@ def test_close_stops_the_zygote_and_removes_the_socket(runners, books):
     assert r.ok and r.warm is False
 
 
+def test_an_idle_zygote_exits_and_the_next_run_starts_a_new_one(tmp_path, books):
+    """--warm-idle-exit (the node agents'): after that long without a run the zygote exits (its memory back, the
+    socket gone); the next run goes cold and starts a new zygote, whose runs are warm again."""
+    r = PlaybookRunner(str(tmp_path / "idle"), ROOT, warm_idle_exit=2.0)
+    try:
+        z = r.zygote
+        assert z.wait_ready(60), "zygote did not come up"
+        first = z.pid
+        res = r.run(str(books / "pb.yml"), {"mtu": 1, "marker": "a"}, 120, "idle-1")
+        assert res.ok and res.warm is True
+        assert alive(first)   # a run just ended: not idle yet
+        assert wait_until(lambda: z.proc.poll() is not None, timeout=30), "the idle zygote did not exit"
+        assert z.proc.returncode == 0 and not alive(first) and not os.path.exists(z.sock_path)
+        res = r.run(str(books / "pb.yml"), {"mtu": 1, "marker": "b"}, 120, "idle-2")
+        assert res.ok and res.warm is False   # the run that found it gone
+        assert z.pid != first and z.wait_ready(60), "no new zygote after the idle exit"
+        res = r.run(str(books / "pb.yml"), {"mtu": 1, "marker": "c"}, 120, "idle-3")
+        assert res.ok and res.warm is True
+    finally:
+        r.close()
+    assert not alive(z.pid)
+
+
 def test_zygote_dies_with_the_controller(tmp_path):
     """SIGKILL of the process that owns the PlaybookRunner: the zygote sees its lifeline close and goes,
     socket included."""
