@@ -237,6 +237,7 @@ class PlaybookRunner:
         zygote = self.zygote
         if zygote is not None and not zygote.closed:
             zygote.ensure()
+            zygote.wait_starting()
             # binary= is run as is (ansible_runner's RAW mode): the playbook goes on the command line
             kwargs.update(binary=zygote.launcher, cmdline=f"{shlex.quote(playbook)} {cmdline}")
         else:

@@ -792,6 +792,7 @@ class Zygote:
     """The controller's handle on a zygote process: start, restart if it died, close."""
 
     RESTART_INTERVAL = 10.0
+    STARTUP_WAIT = 20.0   # how long after its start a run waits for the zygote rather than going cold
 
     def __init__(self, runtime_dir: str, env: Dict[str, str], cwd: str, binary: str, idle_exit: float = 0.0):
         self.idle_exit = idle_exit   # the zygote exits after this many seconds without a run (0: never)
@@ -859,13 +860,22 @@ class Zygote:
 
     def ensure(self) -> None:
         """Restart a zygote that died (at most every RESTART_INTERVAL s) or exited idle (at once); runs meanwhile
-        go cold."""
+        go cold, or wait for it while it starts (wait_starting)."""
         if self.closed or (self.proc and self.proc.poll() is None):
             return
         with self._lock:
             idled = self.idle_exit and self.proc is not None and self.proc.returncode == 0
             if idled or time.monotonic() - self._started_at >= self.RESTART_INTERVAL:
                 self._start_locked()
+
+    def wait_starting(self) -> bool:
+        """A zygote started less than STARTUP_WAIT s ago and still importing Ansible: wait for it (True when it is
+        ready). A cold run meanwhile would import Ansible a second time beside it, on the same CPUs; a pod that
+        just started is where this happens (its first run), and a node agent's run after an idle exit."""
+        left = self.STARTUP_WAIT - (time.monotonic() - self._started_at)
+        if self.closed or left <= 0 or os.path.exists(self.sock_path) or not self.proc or self.proc.poll() is not None:
+            return False
+        return self.wait_ready(left)
 
     def wait_ready(self, timeout: float = 30.0) -> bool:
         deadline = time.monotonic() + timeout
