@@ -533,8 +533,8 @@ def health_state(a, client: str, b, server: str) -> str:
         metrics = "\n".join(ln for ln in metrics_text(cluster, pod).splitlines() if ln.startswith("liqo_peer"))
         out += [f"{cluster.name} gateway pods:\n{listing}", f"{cluster.name} {pod} liqo_peer_*:\n{metrics}",
                 f"{cluster.name} {pod} $ wg show\n" + kubectl(cluster, "exec", pod, "--", "wg", "show", check=False).stdout,
-                f"{cluster.name} {pod} $ ip -br link\n" + kubectl(cluster, "exec", pod, "--", "ip", "-br", "link",
-                                                                 check=False).stdout,
+                f"{cluster.name} {pod} $ ip -br link\n"
+                + kubectl(cluster, "exec", pod, "--", "ip", "-br", "link", check=False).stdout,
                 f"{cluster.name} {pod} log (last 40 lines):\n" + "\n".join(
                     ln[:400] for ln in kubectl(cluster, "logs", pod, "--tail", "40", check=False).stdout.splitlines())]
     return "\n".join(out)
