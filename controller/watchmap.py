@@ -52,6 +52,7 @@ RESOURCES: Dict[str, Resource] = {r.kind: r for r in (
     Resource("Node", "", "v1", "nodes", False, False),
     Resource("Pod", "", "v1", "pods", True, False),
     Resource("Secret", "", "v1", "secrets", True, False),
+    Resource("Service", "", "v1", "services", True, False),
     Resource("ConfigMap", "", "v1", "configmaps", True, False),
     Resource("Event", "", "v1", "events", True, False),
     Resource("Lease", "coordination.k8s.io", "v1", "leases", True, False),

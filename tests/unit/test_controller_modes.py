@@ -38,3 +38,16 @@ def test_a_kind_appears_once_per_mode(tmp_path):
     with pytest.raises(watchmap.WatchMapError, match=r"watches\[1\].kind: GatewayServer appears twice for mode\(s\) \['gateway'\]"):
         watchmap.parse([{"kind": "GatewayServer", "playbook": "a.yml", "modes": ["controller", "gateway"]},
                         {"kind": "GatewayServer", "playbook": "b.yml", "modes": ["gateway"]}], str(tmp_path))
+
+
+def test_a_gateway_pod_watches_its_services_load_balancer():
+    """A GatewayServer switched to LoadBalancer: the pod's run that sees the Service change type comes before the
+    load balancer's address; the Service's status is an input of the pod's key, so the address reruns it."""
+    import os  # pylint: disable=import-outside-toplevel
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    entries = watchmap.load(os.path.join(root, "controller", "watches-in-cluster.yaml"), os.path.join(root, "playbooks"))
+    svc = [e for e in entries if e.kind == "Service"]
+    assert len(svc) == 1 and list(svc[0].modes) == ["gateway"], svc
+    assert svc[0].key == "{cluster}/gateway-pod" and svc[0].label_selector == "networking.liqo.io/component=gateway"
+    assert "status.loadBalancer" in svc[0].inputs and svc[0].playbook.endswith("gateway_pod.yml")
+    assert watchmap.RESOURCES["Service"].plural == "services"
