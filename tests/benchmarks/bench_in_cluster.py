@@ -23,7 +23,8 @@ SELECTED = "both_connections or throughput or memory or failover"
 TARGETS = [  # (figure printed by the e2e module, name here, unit, target)
     ("last kubectl apply -> both Connections Connected (s)", "last kubectl apply -> both Connected", "s", 10),
     ("working set of the controller (acting) pod (MiB)", "controller pod working set", "MiB", 150),
-    ("working set of the node agent pod (MiB)", "node agent pod working set", "MiB", 100),
+    ("working set of the node agent pod (MiB)", "node agent pod working set (zygote exited idle)", "MiB", 100),
+    ("working set of the node agent (zygote up) pod (MiB)", "node agent pod working set, zygote up", "MiB", None),
     ("working set of the gateway pod (MiB)", "gateway pod working set", "MiB", 100),
     ("RSS of the controller (acting) pod (MiB)", "controller pod RSS, every process", "MiB", None),
     ("RSS of the node agent pod (MiB)", "node agent pod RSS, every process", "MiB", None),

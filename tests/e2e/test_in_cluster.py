@@ -1109,7 +1109,8 @@ def test_least_privilege_rbac_per_mode(installed):
 def test_memory_of_the_pods(connected, installed):
     """Printed, not asserted (make bench holds the targets): RSS of every process in each pod's container (pages
     shared between processes counted once per process), and the container's working set as the kubelet counts it
-    (its cgroup's usage less inactive file pages, cgroup v2 or v1: each page once)."""
+    (its cgroup's usage less inactive file pages, cgroup v2 or v1: each page once). A node agent is measured with
+    its warm runner's zygote up (its last run less than 60 s ago) and idle (the zygote exited)."""
     c = installed["a"]
     code = ("import glob\nt=0\nfor f in glob.glob('/proc/[0-9]*/status'):\n"
             "    try:\n        t+=int([l for l in open(f) if l.startswith('VmRSS')][0].split()[1])\n"
@@ -1121,19 +1122,31 @@ def test_memory_of_the_pods(connected, installed):
             "if w<0:\n    try:\n"
             "        cur=int(open('/sys/fs/cgroup/memory/memory.usage_in_bytes').read())\n"
             "        st=dict(l.split() for l in open('/sys/fs/cgroup/memory/memory.stat'))\n"
-            "        w=(cur-int(st.get('total_inactive_file',0)))//1024\n    except Exception:\n        pass\nprint(t, w)")
-    for label, pod, ns in (("controller (acting)", None, "liqo"), ("node agent", None, "liqo"), ("gateway", None, "default")):
-        if label.startswith("controller"):
-            lease = get_json(c, "lease", "-n", "liqo", "liqo-fabric-controller")["spec"]["holderIdentity"]
-            pod = next(p.metadata.name for p in ready_pods(c, "liqo-fabric-controller") if lease.startswith(p.metadata.name))
-        elif label == "node agent":
-            pod = ready_pods(c, "liqo-fabric-node-agent")[0].metadata.name
-        else:
-            pod = active_gateway(c, "client").metadata.name
-        kib, working_kib = (int(x) for x in kubectl(c, "exec", "-n", ns, pod, "--", "python3", "-c", code).stdout.split())
+            "        w=(cur-int(st.get('total_inactive_file',0)))//1024\n    except Exception:\n        pass\n"
+            # the warm runner's zygote (and runs forked from it: same command line)
+            "z=0\nfor f in glob.glob('/proc/[0-9]*/cmdline'):\n    try:\n"
+            "        z+=b'controller/warm.py' in open(f,'rb').read()\n    except Exception:\n        pass\nprint(t, w, z)")
+
+    def measure(label, pod, ns):
+        kib, working_kib, zygotes = (int(x) for x in kubectl(c, "exec", "-n", ns, pod, "--", "python3", "-c", code).stdout.split())
         FIGURES[f"RSS of the {label} pod (MiB)"] = round(kib / 1024, 1)
         if working_kib >= 0:
             FIGURES[f"working set of the {label} pod (MiB)"] = round(working_kib / 1024, 1)
+        return zygotes
+
+    lease = get_json(c, "lease", "-n", "liqo", "liqo-fabric-controller")["spec"]["holderIdentity"]
+    measure("controller (acting)", next(p.metadata.name for p in ready_pods(c, "liqo-fabric-controller")
+                                        if lease.startswith(p.metadata.name)), "liqo")
+    gateway = active_gateway(c, "client").metadata.name
+    # between runs (a run forks the zygote, Ansible's worker and the module: ~2.5x the pod's memory for a moment)
+    wait_for(lambda: idle(c, gateway), timeout=90, interval=1, what="a's client pod idle")
+    measure("gateway", gateway, "default")
+    agents = [p.metadata.name for p in ready_pods(c, "liqo-fabric-node-agent")]
+    measure("node agent (zygote up)", agents[0], "liqo")
+    # a node agent's steady state: its zygote exits 60 s after its last run (--warm-idle-exit); the earlier tests
+    # gave every agent runs, so this waits for one of them to be idle
+    wait_for(lambda: any(measure("node agent", pod, "liqo") == 0 for pod in agents), timeout=150, interval=5,
+             what="a node agent whose warm runner's zygote exited idle")
     assert all(v > 0 for k, v in FIGURES.items() if k.startswith("RSS")), FIGURES
 
 
