@@ -161,3 +161,19 @@ def wait_for(predicate, timeout: float = 30, interval: float = 0.5, what: str = 
 
 def dump(obj) -> str:
     return yaml.safe_dump(obj)
+
+
+SERVER_FIELDS = ("resourceVersion", "uid", "creationTimestamp", "generation", "managedFields", "selfLink")
+
+
+def applyable(obj: dict) -> dict:
+    """What a user applies back from `kubectl get -o yaml`: no server-set metadata, no status, no last-applied."""
+    obj = json.loads(json.dumps(obj))
+    for key in SERVER_FIELDS:
+        obj["metadata"].pop(key, None)
+    annotations = obj["metadata"].get("annotations") or {}
+    annotations.pop("kubectl.kubernetes.io/last-applied-configuration", None)
+    if not annotations:
+        obj["metadata"].pop("annotations", None)
+    obj.pop("status", None)
+    return obj

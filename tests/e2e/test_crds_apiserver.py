@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from plugins.module_utils.crd_conversion import ANNOTATION
+from tests.e2e.fabric import applyable
 from tests.lab.apiserver import ApiServer, ApiServerError
 from tests.unit.seed_examples import seed_examples
 
@@ -359,20 +360,6 @@ def test_liqo_configuration_with_list_cidrs_and_no_external_is_served(api):
 
 
 # ------------------------------------------------------------------ issue 18: the conversion webhook
-SERVER_FIELDS = ("resourceVersion", "uid", "creationTimestamp", "generation", "managedFields", "selfLink")
-
-
-def _clean(obj):
-    """What a user would apply back from `kubectl get -o yaml`: no server-set metadata, no status."""
-    obj = json.loads(json.dumps(obj))
-    for key in SERVER_FIELDS:
-        obj["metadata"].pop(key, None)
-    annotations = obj["metadata"].get("annotations") or {}
-    annotations.pop("kubectl.kubernetes.io/last-applied-configuration", None)
-    if not annotations:
-        obj["metadata"].pop("annotations", None)
-    obj.pop("status", None)
-    return obj
 
 
 def _get(api, kind, version, ns, name):
@@ -399,12 +386,12 @@ def _round_trip(api, obj, ns):
     assert there["apiVersion"] == "%s/%s" % (GROUP, other)
     back = _get(api, kind, mine, ns, name)
     _assert_subset(obj["spec"], back["spec"], "%s %s read back in %s" % (kind, name, mine))
-    proc = kubectl(api, "diff", "-n", ns, "-f", "-", stdin=yaml.safe_dump(_clean(there)), check=False)
+    proc = kubectl(api, "diff", "-n", ns, "-f", "-", stdin=yaml.safe_dump(applyable(there)), check=False)
     assert proc.returncode == 0, "%s %s: %s" % (kind, name, proc.stdout + proc.stderr)
-    proc = kubectl(api, "apply", "-n", ns, "-f", "-", stdin=yaml.safe_dump(_clean(there)))
+    proc = kubectl(api, "apply", "-n", ns, "-f", "-", stdin=yaml.safe_dump(applyable(there)))
     after = _get(api, kind, "v1beta1", ns, name)
     # only kubectl's last-applied annotation moved (it records the apiVersion applied)
-    assert _clean(after) == _clean(stored), "%s %s: applying back its %s form changed the object" % (kind, name, other)
+    assert applyable(after) == applyable(stored), "%s %s: applying back its %s form changed the object" % (kind, name, other)
     return stored, there
 
 

@@ -21,7 +21,7 @@ from ansible_collections.liqo.fabric.plugins.module_utils.wireguard import gener
 from tests.conftest import ROOT
 from tests.e2e import fabric
 from tests.e2e.api_forward import ApiIntoNetns
-from tests.e2e.fabric import get, translate, wait_for
+from tests.e2e.fabric import applyable, get, translate, wait_for
 from tests.e2e.test_controller import ControllerProc
 
 pytestmark = pytest.mark.skipif(not shutil.which("kubectl"), reason="kubectl is not installed")
@@ -87,19 +87,6 @@ def applied_objects():
 def read(cluster, kind, version, ns, name):
     return yaml.safe_load(kubectl(cluster, "get", "%s.%s.%s" % (PLURAL[kind], version, GROUP), name, "-n", ns,
                                   "-o", "yaml"))
-
-
-def clean(obj):
-    """What a user applies back from `kubectl get -o yaml`: no server-set metadata, no status, no last-applied."""
-    obj = json.loads(json.dumps(obj))
-    for key in ("resourceVersion", "uid", "creationTimestamp", "generation", "managedFields", "selfLink"):
-        obj["metadata"].pop(key, None)
-    annotations = obj["metadata"].get("annotations") or {}
-    annotations.pop("kubectl.kubernetes.io/last-applied-configuration", None)
-    if not annotations:
-        obj["metadata"].pop("annotations", None)
-    obj.pop("status", None)
-    return obj
 
 
 def secret_version(cluster, ns):
@@ -203,10 +190,10 @@ def round_trips_through_v1alpha1(lab):
         else:
             assert spec == stored["spec"], alpha
         for back in (alpha, stored):
-            out = kubectl(cluster, "apply", "-f", "-", stdin=yaml.safe_dump(clean(back)))
+            out = kubectl(cluster, "apply", "-f", "-", stdin=yaml.safe_dump(applyable(back)))
             after = read(cluster, kind, "v1beta1", ns, name)
             what = "%s %s/%s in %s: applying back its %s read" % (kind, ns, name, side, back["apiVersion"])
-            assert clean(after) == clean(stored), "%s changed it:\n%s\n%s" % (what, out, yaml.safe_dump(clean(after)))
+            assert applyable(after) == applyable(stored), "%s changed it:\n%s\n%s" % (what, out, yaml.safe_dump(applyable(after)))
             assert after["metadata"]["generation"] == stored["metadata"]["generation"], what
 
 
