@@ -87,7 +87,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="spawn a cold ansible-playbook per run (default: fork runs from a zygote that imported Ansible once)")
     p.add_argument("--warm-idle-exit", type=float, default=0.0, metavar="SECONDS",
                    help="the warm runner's zygote exits after SECONDS without a run, freeing its memory, and starts "
-                        "again at the next run (which goes cold); 0: never (default)")
+                        "again at the next run (which waits for it); 0: never (default)")
     p.add_argument("--no-repoint-in-process", action="store_true",
                    help="node mode: on a gateway pod's event, leave the overlay to the playbook run (default: apply it "
                         "in process first, then run the playbook)")

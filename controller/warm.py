@@ -445,8 +445,8 @@ class _Server:
                 deadlines = [c["kill_at"] for c in self.children.values() if c.get("kill_at")]
                 if self.idle_exit and not self.children:
                     if time.monotonic() >= self.last_busy + self.idle_exit:
-                        # idle: its memory back to the node; the controller starts a new one at the next run
-                        # (that run goes cold: a client connecting now reads EOF and execs ansible-playbook)
+                        # idle: its memory back to the node; the controller starts a new one at the next run and
+                        # waits for it (a client connecting at this very moment reads EOF and runs cold)
                         _log("info", "warm runner zygote idle, exiting", idle_seconds=self.idle_exit)
                         return 0
                     deadlines.append(self.last_busy + self.idle_exit)
