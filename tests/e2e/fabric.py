@@ -159,6 +159,24 @@ def wait_for(predicate, timeout: float = 30, interval: float = 0.5, what: str = 
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
+def lab_path_state(cluster, ping: str = "") -> str:
+    """What a failed traffic wait on a light lab prints: each node's links, rules, fabric routes, neighbours and
+    nft ruleset (gateway hosts also `wg show` and, given an address, one ping from the host: the tunnel without
+    the overlay)."""
+    out = []
+    for n in cluster.nodes:
+        cmds = [["ip", "-br", "-s", "link"], ["ip", "-br", "addr"], ["ip", "rule"], ["ip", "route", "show", "table", "all"],
+                ["ip", "neigh"], ["nft", "list", "ruleset"]]
+        if n.gateway:
+            cmds += [["wg", "show"]] + ([["ping", "-n", "-c1", "-W2", ping]] if ping else [])
+        for cmd in cmds:
+            res = netns.exec_in(n.netns, cmd, check=False)
+            text = "\n".join(line for line in (res.stdout + res.stderr).splitlines()
+                             if line.strip() and "private key" not in line and not line.startswith(("local ", "broadcast ")))
+            out.append(f"{cluster.name} {n.name} $ {' '.join(cmd)}\n{text[-5000:]}")
+    return "\n".join(out)
+
+
 def dump(obj) -> str:
     return yaml.safe_dump(obj)
 

@@ -146,15 +146,18 @@ def test_liqo_v1beta1_files_and_the_controller_connect_two_clusters(lab, tmp_pat
             remap[cluster.name] = pod[0]
         # pods on non-gateway nodes (the overlay too), both ways, at the remapped address
         pod_a, pod_b = a.nodes[1].pods[0], b.nodes[1].pods[0]
-        wait_for(lambda: a.ping(pod_a.netns, translate(pod_b.ip, b.pod_cidr, remap["a"])), 120, interval=1,
-                 what="a pod of a reaching a pod of b")
-        wait_for(lambda: b.ping(pod_b.netns, translate(pod_a.ip, a.pod_cidr, remap["b"])), 120, interval=1,
-                 what="a pod of b reaching a pod of a")
+        to_b, to_a = translate(pod_b.ip, b.pod_cidr, remap["a"]), translate(pod_a.ip, a.pod_cidr, remap["b"])
+        try:
+            wait_for(lambda: a.ping(pod_a.netns, to_b), 120, interval=1, what="a pod of a reaching a pod of b")
+            wait_for(lambda: b.ping(pod_b.netns, to_a), 120, interval=1, what="a pod of b reaching a pod of a")
+        except AssertionError as exc:
+            raise AssertionError("%s\n%s\n%s\n%s\n%s" % (exc, state(a, b), fabric.lab_path_state(a, to_b),
+                                                         fabric.lab_path_state(b, to_a), ctl.log_tail(120))) from None
 
         round_trips_through_v1alpha1(lab)
         # nothing the round trips did moved the fabric; the users' Secrets were only read
         assert connected(a, b)
-        assert a.ping(pod_a.netns, translate(pod_b.ip, b.pod_cidr, remap["a"]))
+        assert a.ping(pod_a.netns, to_b)
         assert {k: secret_version(*k) for k in secrets} == secrets
     finally:
         ctl.stop()
