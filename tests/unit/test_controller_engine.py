@@ -392,3 +392,70 @@ def test_overlay_runs_get_no_fabric_objects(tmp_path):
     eng._run(cs, eng.by_kind["Configuration"], ipam, {"Configuration/default/c": conf}, [], deleting=False)  # pylint: disable=protected-access
     assert "fabric_objects" not in seen[0] and seen[0]["fabric_cluster"] == "a"
     assert [o["name"] for o in seen[1]["fabric_objects"]] == ["c"]
+
+
+@pytest.mark.parametrize("path", [watchmap.DEFAULT_PATH, os.path.join(ROOT, "controller", "watches-in-cluster.yaml")])
+def test_the_ipam_remap_reruns_a_gateway_that_read_none(tmp_path, path):
+    """A gateway's run may read its Configuration before the IPAM wrote status.remote (both start on the same
+    apply): its overlay plan then routes no peer, and nothing else reruns it. The remap entering the gateway's
+    hash makes the IPAM's status write enqueue it; a status change without a new remap does not."""
+    import types  # pylint: disable=import-outside-toplevel
+    from controller.engine import Engine  # pylint: disable=import-outside-toplevel
+    kc = tmp_path / "kc"
+    kc.write_text("apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'http://127.0.0.1:9'}}]\n"
+                  "contexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\nusers: [{name: u, user: {}}]\n")
+    modes = {} if path == watchmap.DEFAULT_PATH else {"mode": "gateway", "node_name": "n1",
+                                                      "gateway": {"kind": "GatewayServer", "namespace": "t", "name": "s"}}
+    eng = Engine(watchmap.load(path), {"a": str(kc)}, ROOT, str(tmp_path / "rt"), leader_elect=False,
+                 state_configmap=False, warm_runner=False, **modes)
+    cs = eng.clusters["a"]
+    labels = {"liqo.io/remote-cluster-id": "peer"}
+    gw = {"apiVersion": "networking.liqo.io/v1beta1", "kind": "GatewayServer",
+          "metadata": {"name": "s", "namespace": "t", "uid": "u-s", "resourceVersion": "1", "labels": labels,
+                       "finalizers": ["networking.liqo.io/fabric-gateway"]}, "spec": {"mtu": 1340}}
+    conf = {"apiVersion": "networking.liqo.io/v1beta1", "kind": "Configuration",
+            "metadata": {"name": "c", "namespace": "t", "uid": "u-c", "resourceVersion": "1", "labels": labels},
+            "spec": {"remote": {"cidr": {"pod": ["10.243.0.0/16"]}}}}
+    assert "status.remote" in eng._read_fields("Configuration")  # pylint: disable=protected-access
+    caches = {k: {} for k in eng.kinds()}
+    cs.informers = {k: types.SimpleNamespace(cache=c) for k, c in caches.items()}
+    caches["GatewayServer"]["t/s"], caches["Configuration"]["t/c"] = gw, conf
+    entry = eng.by_kind["GatewayServer"]
+    eng._on_event(cs, "GatewayServer", "ADDED", gw, None)  # pylint: disable=protected-access
+    key = entry.work_key("a", gw, eng.node_name)
+    assert eng.queue.pending_keys() == [key]
+    _entry, _objs, hashes = eng.current(cs, key)              # its run read no remap, and succeeded
+    cs.applied[key] = eng.applied_repr(entry, hashes)
+    eng.queue = type(eng.queue)(debounce=0.1)
+
+    remapped = dict(conf, metadata=dict(conf["metadata"], resourceVersion="2"),
+                    status={"remote": {"cidr": {"pod": ["10.0.0.0/16"]}}})
+    caches["Configuration"]["t/c"] = remapped
+    eng._on_event(cs, "Configuration", "MODIFIED", remapped, conf)  # pylint: disable=protected-access
+    assert key in eng.queue.pending_keys()
+    _entry, _objs, hashes = eng.current(cs, key)
+    cs.applied[key] = eng.applied_repr(entry, hashes)
+    eng.queue = type(eng.queue)(debounce=0.1)
+
+    conditions = dict(remapped, metadata=dict(conf["metadata"], resourceVersion="3"),
+                      status=dict(remapped["status"], conditions=[{"type": "NetworkCIDRsConfigured", "status": "True"}]))
+    caches["Configuration"]["t/c"] = conditions
+    eng._on_event(cs, "Configuration", "MODIFIED", conditions, remapped)  # pylint: disable=protected-access
+    assert key not in eng.queue.pending_keys()
+
+
+def test_the_startup_timeline_splits_a_start_into_its_parts():
+    """The first log line of every mode says where a slow start went: the process's age when the entry point began
+    (interpreter), then each phase against the previous mark."""
+    import subprocess  # pylint: disable=import-outside-toplevel
+    import sys  # pylint: disable=import-outside-toplevel
+    import time  # pylint: disable=import-outside-toplevel
+    # a child that sleeps 0.3 s before the timeline's origin: its interpreter part holds those 0.3 s
+    code = ("import time; time.sleep(0.3); t0 = time.monotonic(); from controller import logs; time.sleep(0.2); "
+            "import json; print(json.dumps(logs.startup_timeline(t0, [('a', time.monotonic()), ('b', time.monotonic() + 0.5)])))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env=dict(os.environ, PYTHONPATH=ROOT)).stdout
+    got = json.loads(out)
+    assert list(got) == ["interpreter", "a", "b"] and got["b"] == 0.5
+    assert 0.3 <= got["interpreter"] < 5 and 0.2 <= got["a"] < 5, got
+    assert 0 < logs.process_age() < time.monotonic()
