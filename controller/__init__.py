@@ -7,7 +7,10 @@ ansible_runner -> status conditions, Events, metrics. No network logic lives her
 is declared in watches.yaml and done by the collection's playbooks and roles.
 """
 
+import time as _time
+
 __version__ = "0.1.0"
+IMPORTED_AT = _time.monotonic()   # the entry point's first line: the startup timeline's origin (controller.logs)
 
 
 def ensure_collection_importable() -> None:

@@ -23,7 +23,9 @@ import ssl
 import sys
 import tempfile
 import threading
+import time
 
+import controller
 from controller import logs, watchmap
 from controller.watchmap import MODES
 from controller.engine import Engine
@@ -31,6 +33,7 @@ from controller.conversion import ConversionServer
 from controller.metrics import HealthServer, Metrics
 
 log = logging.getLogger("controller")
+T_MAIN = time.monotonic()
 
 
 def default_collection_root() -> str:
@@ -209,12 +212,14 @@ def main(argv=None) -> int:
     http.start()
     webhook = start_webhook(args)
     done = stop_event()
+    t_start = time.monotonic()
     engine.start()
+    startup = logs.startup_timeline(controller.IMPORTED_AT, [("imports", T_MAIN), ("setup", t_start), ("start", time.monotonic())])
     log.info("controller started", extra={"fields": {
         "clusters": sorted(clusters), "mode": engine.mode, "identity": engine.identity, "metrics_port": http.port,
         "webhook_port": webhook.port if webhook else None,
         "workers": engine.workers_n, "entries": [e.kind for e in engine.entries if e.enabled and e.playbook],
-        "role_version": engine.role_version[:12]}})
+        "role_version": engine.role_version[:12], "startup": startup}})
     done.wait()
     engine.shutdown()
     http.stop()
