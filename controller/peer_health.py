@@ -123,7 +123,7 @@ class GatewayHealth(threading.Thread):
             self.written is None or time.monotonic() - self.written >= STATUS_INTERVAL)
         if (changed and self.state.value != ph.CONNECTING) or due:
             self._write()
-        if changed and self.state.value == ph.ERROR:
+        if not answered and ph.restart_due(self.state, changed, self.spec.get("client")):
             # after the Error is written: the restart talks to wireguard-go under the interface's lock, which a
             # reconcile may hold for a moment, and the Connection must not wait for it
             self._restart_session()
@@ -140,8 +140,11 @@ class GatewayHealth(threading.Thread):
                 # a client also takes a new source port: a new flow through the server's NodePort (wireguard_session)
                 if wgs.restart_session(self.spec["interface"], rebind=bool(self.spec.get("client"))):
                     self.sessions_restarted += 1
-                    log.info("WireGuard session restarted", extra={"fields": {
-                        "interface": self.spec["interface"], "seconds": round(time.monotonic() - start, 3)}})
+                    # a client restarts at every lost ping of an outage: its first restart and the Error's are told
+                    log.log(logging.INFO if self.state.losses in (1, self.threshold) else logging.DEBUG,
+                            "WireGuard session restarted", extra={"fields": {
+                                "interface": self.spec["interface"], "lost_pings": self.state.losses,
+                                "seconds": round(time.monotonic() - start, 3)}})
             except Exception as exc:  # pylint: disable=broad-except
                 log.warning("WireGuard session not restarted", extra={"fields": {"error": str(exc)[:300]}})
 

@@ -100,6 +100,22 @@ class HealthState:
         return False
 
 
+def restart_due(state, changed, client):
+    """Whether a lost ping restarts the WireGuard session: at the Error (both ends); on a client past Connecting,
+    also at every lost ping up to the Error, then at every `threshold`-th.
+
+    A client's restart takes a new source port, so its next handshake goes through the server's Service to
+    whichever gateway pod is active now: waiting for the Error (THRESHOLD lost pings) made a server failover last
+    3-4 s, and a restart that came before the new pod was active is repeated one ping later instead of after
+    WireGuard's 5 s handshake retry. A single ping lost with the peer alive costs one handshake (a round trip).
+    A long outage (a peer down, a wrong key) restarts every `threshold` pings, not every ping."""
+    if changed and state.value == ERROR:
+        return True
+    if not client or state.value == CONNECTING or state.losses < 1:
+        return False
+    return state.losses <= state.threshold or state.losses % state.threshold == 0
+
+
 class Prober:
     """The UDP socket of one tunnel end: answers pings, sends one ping per interval, measures the RTT.
 

@@ -25,7 +25,8 @@ TARGETS = [  # (figure printed by the e2e module, name here, unit, target)
     ("working set of the controller (acting) pod (MiB)", "controller pod working set", "MiB", 150),
     ("working set of the node agent pod (MiB)", "node agent pod working set (zygote exited idle)", "MiB", 100),
     ("working set of the node agent (zygote up) pod (MiB)", "node agent pod working set, zygote up", "MiB", None),
-    ("working set of the gateway pod (MiB)", "gateway pod working set", "MiB", 100),
+    ("working set of the gateway pod (MiB)", "gateway pod working set (zygote exited idle)", "MiB", 100),
+    ("working set of the gateway (zygote up) pod (MiB)", "gateway pod working set, zygote up", "MiB", None),
     ("RSS of the controller (acting) pod (MiB)", "controller pod RSS, every process", "MiB", None),
     ("RSS of the node agent pod (MiB)", "node agent pod RSS, every process", "MiB", None),
     ("RSS of the gateway pod (MiB)", "gateway pod RSS, every process", "MiB", None),
@@ -65,5 +66,7 @@ def run():
     for key, name, unit, target in TARGETS:
         if key in got:
             figure(name, float(got[key]), unit, target, lower_is_better=unit != "Mbit/s")
+    for key in sorted(k for k in got if "gateway pod start" in k):   # per pod: where its engine's start went
+        print(f"  {key}: {got[key]}", flush=True)
     if IN_CLUSTER_POD_PATH in got:
         MEASURED["in-cluster pod path (Mbit/s)"] = float(got[IN_CLUSTER_POD_PATH])

@@ -251,6 +251,12 @@ def connected(installed):
                  what=f"{c.name}: Connection Connected")
     FIGURES["last kubectl apply -> both Connections Connected (s)"] = round(time.monotonic() - applied, 1)
     FIGURES["first kubectl apply -> both Connected (s)"] = round(time.monotonic() - t0, 1)
+    for c, name in ((a, "client"), (b, "server")):   # where a gateway pod's start went (the engine's first line)
+        for p in gateway_pods(c, name):
+            started = [r for r in controller_logs_of(c, p.metadata.name, "default") if r.get("msg") == "controller started"]
+            FIGURES[f"{name} gateway pod start: interpreter, imports, setup, engine start (s)"] = \
+                FIGURES.get(f"{name} gateway pod start: interpreter, imports, setup, engine start (s)", []) + [
+                    [started[0]["startup"].get(k) for k in ("interpreter", "imports", "setup", "start")] if started else None]
     return {"ids": ids, "endpoint": endpoint}
 
 
@@ -302,6 +308,7 @@ def test_controller_in_cluster_config_and_one_active_replica_behind_the_lease(in
     assert sorted(r["pod"] for r in started) == names
     for r in started:
         assert r["mode"] == "controller" and r["clusters"] == ["local"]
+        assert set(r["startup"]) == {"interpreter", "imports", "setup", "start"} and r["startup"]["interpreter"] > 0, r
         assert r["entries"] == ["Configuration", "GatewayServer", "GatewayClient"]
 
 
@@ -1111,7 +1118,8 @@ def test_memory_of_the_pods(connected, installed):
     """Printed, not asserted (make bench holds the targets): RSS of every process in each pod's container (pages
     shared between processes counted once per process), and the container's working set as the kubelet counts it
     (its cgroup's usage less inactive file pages, cgroup v2 or v1: each page once). A node agent is measured with
-    its warm runner's zygote up (its last run less than 60 s ago) and idle (the zygote exited)."""
+    its warm runner's zygote up (its last run less than 60 s ago) and idle (the zygote exited), and so is the active
+    gateway pod."""
     c = installed["a"]
     code = ("import glob\nt=0\nfor f in glob.glob('/proc/[0-9]*/status'):\n"
             "    try:\n        t+=int([l for l in open(f) if l.startswith('VmRSS')][0].split()[1])\n"
@@ -1130,7 +1138,9 @@ def test_memory_of_the_pods(connected, installed):
             "    except Exception:\n        pass\nprint(t, w, z)")
 
     def measure(label, pod, ns):
+        """Records the pod's figures under `label`, "<label> (zygote up)" while its zygote runs; the zygotes."""
         kib, working_kib, zygotes = (int(x) for x in kubectl(c, "exec", "-n", ns, pod, "--", "python3", "-c", code).stdout.split())
+        label = f"{label} (zygote up)" if zygotes and not label.startswith("controller") else label
         FIGURES[f"RSS of the {label} pod (MiB)"] = round(kib / 1024, 1)
         if working_kib >= 0:
             FIGURES[f"working set of the {label} pod (MiB)"] = round(working_kib / 1024, 1)
@@ -1142,11 +1152,13 @@ def test_memory_of_the_pods(connected, installed):
     gateway = active_gateway(c, "client").metadata.name
     # between runs (a run forks the zygote, Ansible's worker and the module: ~2.5x the pod's memory for a moment)
     wait_for(lambda: idle(c, gateway), timeout=90, interval=1, what="a's client pod idle")
-    measure("gateway", gateway, "default")
     agents = [p.metadata.name for p in ready_pods(c, "liqo-fabric-node-agent")]
-    measure("node agent (zygote up)", agents[0], "liqo")
-    # a node agent's steady state: its zygote exits 60 s after its last run (--warm-idle-exit); the earlier tests
-    # gave every agent runs, so this waits for one of them to be idle
+    measure("gateway", gateway, "default")
+    measure("node agent", agents[0], "liqo")
+    # the steady state of a gateway pod and a node agent: their zygote exits 60 s after their last run
+    # (--warm-idle-exit); the earlier tests gave every pod runs, so this waits for them to be idle
+    wait_for(lambda: measure("gateway", gateway, "default") == 0, timeout=150, interval=5,
+             what="the gateway pod's warm runner's zygote exited idle")
     wait_for(lambda: any(measure("node agent", pod, "liqo") == 0 for pod in agents), timeout=150, interval=5,
              what="a node agent whose warm runner's zygote exited idle")
     assert all(v > 0 for k, v in FIGURES.items() if k.startswith("RSS")), FIGURES

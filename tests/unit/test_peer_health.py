@@ -46,6 +46,28 @@ def test_an_answer_between_losses_resets_the_count():
     assert not s.observe(False) and s.value == ph.CONNECTED
 
 
+def test_a_client_restarts_its_session_from_the_first_lost_ping_then_backs_off():
+    """The server's failover: a client restarts at every lost ping up to the Error (its next handshake reaches the
+    new active pod through the Service), then every THRESHOLD-th; a server only at the Error; nobody while still
+    Connecting (before any answer) short of the Error."""
+    def restarts(client, answered_first=True, losses=9):
+        st, out = ph.HealthState(3), []
+        if answered_first:
+            st.observe(True, 100)
+        for n in range(1, losses + 1):
+            changed = st.observe(False)
+            if ph.restart_due(st, changed, client):
+                out.append(n)
+        return out
+    assert restarts(client=True) == [1, 2, 3, 6, 9]
+    assert restarts(client=False) == [3]
+    assert restarts(client=True, answered_first=False) == [3, 6, 9]   # a wrong key: Error, then every 3rd
+    assert restarts(client=False, answered_first=False) == [3]
+    st = ph.HealthState(3)
+    st.observe(True, 100)
+    assert not ph.restart_due(st, st.observe(True, 100), True)        # an answer never restarts
+
+
 def test_missing_interface_is_its_own_reason():
     s = ph.HealthState(threshold=1)
     assert s.observe(False, why="NoInterface") and s.value == ph.ERROR and s.reason == "NoInterface"
