@@ -91,6 +91,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--warm-idle-exit", type=float, default=0.0, metavar="SECONDS",
                    help="the warm runner's zygote exits after SECONDS without a run, freeing its memory, and starts "
                         "again at the next run (which waits for it); 0: never (default)")
+    p.add_argument("--standby-warmup-delay", type=float, default=0.0, metavar="SECONDS",
+                   help="gateway mode: a standby pod starts its warm runner and its runs only SECONDS after its start "
+                        "(at once if it takes the Lease), leaving the CPU to the active pod's first run; 0: at once "
+                        "(default)")
     p.add_argument("--no-repoint-in-process", action="store_true",
                    help="node mode: on a gateway pod's event, leave the overlay to the playbook run (default: apply it "
                         "in process first, then run the playbook)")
@@ -188,6 +192,8 @@ def main(argv=None) -> int:
         gateway = {"kind": args.gateway_kind, "namespace": args.gateway_namespace, "name": args.gateway_name}
     if args.warm_idle_exit < 0:
         raise SystemExit(f"--warm-idle-exit: {args.warm_idle_exit} is not a number of seconds >= 0")
+    if args.standby_warmup_delay < 0:
+        raise SystemExit(f"--standby-warmup-delay: {args.standby_warmup_delay} is not a number of seconds >= 0")
     namespaces = [n.strip() for n in args.namespaces.split(",") if n.strip()]
     if args.inventory and not os.path.isfile(args.inventory):
         raise SystemExit(f"--inventory: {args.inventory!r} does not exist")
@@ -206,7 +212,8 @@ def main(argv=None) -> int:
                     state_configmap=not args.no_state, watch_timeout=args.watch_timeout,
                     warm_runner=not args.no_warm_runner, warm_idle_exit=args.warm_idle_exit,
                     namespaces=namespaces, gateway=gateway,
-                    repoint_in_process=not args.no_repoint_in_process)
+                    repoint_in_process=not args.no_repoint_in_process,
+                    standby_warmup_delay=args.standby_warmup_delay)
     engine.key_rotation_period = args.key_rotation_check
     http = HealthServer(args.metrics_address, args.metrics_port, metrics, engine.healthy, engine.ready)
     http.start()

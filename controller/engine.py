@@ -132,7 +132,7 @@ class Engine:
                  watch_map_path: Optional[str] = None, metrics: Optional[Metrics] = None,
                  state_configmap: bool = True, watch_timeout: int = 240, max_retry_delay: float = 60.0,
                  warm_runner: bool = True, warm_idle_exit: float = 0.0, mode: Optional[str] = None, namespaces: Optional[List[str]] = None,
-                 gateway: Optional[dict] = None, repoint_in_process: bool = True):
+                 gateway: Optional[dict] = None, repoint_in_process: bool = True, standby_warmup_delay: float = 0.0):
         # controller: the API side (with --inventory also the agentless dataplane); node: the node agent;
         # gateway: one gateway pod ({kind, namespace, name}), which applies the gateway role to itself
         self.mode = mode or ("node" if node_mode else "controller")
@@ -155,8 +155,13 @@ class Engine:
         if self.health_collector:  # its own probe, not the Connection it watches, is the pod's liqo_peer_*
             self.metrics.live_peers = self.health_collector.samples
         self.queue = WorkQueue(debounce=debounce)
+        # a gateway pod's standby warms up (its zygote, its first run) only `standby_warmup_delay` s after its start,
+        # unless it takes the Lease first: both replicas of a new gateway start together, and on a node shared with
+        # the active pod its warm-up took half the CPU of the active pod's first run (the path to Connected)
+        self.standby_warmup_at = time.monotonic() + standby_warmup_delay if self.gateway else 0.0
         self.runner = PlaybookRunner(runtime_dir, collection_root, inventory, warm=warm_runner,
-                                     warm_idle_exit=warm_idle_exit)
+                                     warm_idle_exit=warm_idle_exit,
+                                     zygote_at_start=not (self.gateway and standby_warmup_delay > 0))
         self.workers_n = max(1, workers)
         self.stop = threading.Event()
         self.identity = identity or f"{socket.gethostname()}-{os.getpid()}"
@@ -500,8 +505,13 @@ class Engine:
     # ================================================================== workers
     def _eligible(self, item: Item) -> bool:
         cs = self.clusters.get(item.cluster)
-        # a gateway pod runs as a standby too: it keeps its tunnel built, unreachable (gateway_standby)
-        return cs is not None and (cs.acting() or self.gateway is not None)
+        if cs is None:
+            return False
+        if cs.acting():
+            return True
+        # a gateway pod runs as a standby too: it keeps its tunnel built, unreachable (gateway_standby), once warm-up
+        # is due
+        return self.gateway is not None and time.monotonic() >= self.standby_warmup_at
 
     def _worker(self) -> None:
         while not self.stop.is_set():
@@ -938,6 +948,7 @@ class Engine:
             self._activate_standby(cs)
             gateway_ha.mark(cs.api, self.gateway["namespace"], self.pod_name, True)
             self._start_health(cs)
+            self.runner.prestart()   # the zygote of a standby whose warm-up was not due yet
             # the warm standby's tunnel is one run from active (its client peer gets the endpoint): now, not
             # after the informers' wait below
             with cs.lock:

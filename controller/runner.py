@@ -104,7 +104,8 @@ def collection_env(collection_root: str) -> dict:
 
 class PlaybookRunner:
     def __init__(self, runtime_dir: str, collection_root: str, inventory: Optional[str] = None,
-                 rotate: int = 3, extra_env: Optional[dict] = None, warm: bool = True, warm_idle_exit: float = 0.0):
+                 rotate: int = 3, extra_env: Optional[dict] = None, warm: bool = True, warm_idle_exit: float = 0.0,
+                 zygote_at_start: bool = True):
         _no_close_delay()
         self.runtime_dir = runtime_dir
         self.inventory = os.path.abspath(inventory) if inventory else None
@@ -144,7 +145,7 @@ class PlaybookRunner:
         if off:  # the zygote patches ansible-core internals: only on the versions the suite runs
             log.warning("warm runner off", extra={"fields": {"reason": speed_paths.warning(off)}})
         elif warm:
-            self._start_zygote()
+            self._start_zygote(zygote_at_start)
 
     def _common_kwargs(self) -> dict:
         """The ansible_runner arguments that shape a run's environment (shared by runs and the zygote probe)."""
@@ -153,8 +154,9 @@ class PlaybookRunner:
         return dict(envvars=self.env, project_dir=self.project_dir, quiet=True, suppress_output_file=True,
                     suppress_env_files=True)
 
-    def _start_zygote(self) -> None:
-        """The zygote gets the environment ansible_runner prepares for a run in one of our slots."""
+    def _start_zygote(self, now: bool = True) -> None:
+        """The zygote gets the environment ansible_runner prepares for a run in one of our slots. Not `now`: made
+        and not started; the first run (or prestart) starts it."""
         try:
             slot = os.path.join(self.runtime_dir, "slot0")
             os.makedirs(slot, mode=0o700, exist_ok=True)
@@ -162,10 +164,17 @@ class PlaybookRunner:
             rc.prepare()
             shutil.rmtree(rc.artifact_dir, ignore_errors=True)
             self.zygote = warm_mod.Zygote(self.runtime_dir, rc.env, rc.cwd, self.binary, idle_exit=self.warm_idle_exit)
-            self.zygote.start()
+            if now:
+                self.zygote.start()
         except Exception as exc:  # pylint: disable=broad-except
             log.warning("warm runner disabled: zygote did not start", extra={"fields": {"error": str(exc)}})
             self.zygote = None
+
+    def prestart(self) -> None:
+        """Starts the zygote now if it is not running (made without starting it, or exited idle): a run soon to come
+        finds it ready or starting."""
+        if self.zygote is not None and not self.zygote.closed:
+            self.zygote.ensure()
 
     def close(self) -> None:
         """Stops the zygote (its runs are killed), removes its socket and what killed modules left in the

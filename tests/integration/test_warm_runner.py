@@ -335,3 +335,28 @@ def test_zygote_dies_with_the_controller(tmp_path):
         if ctl.poll() is None:
             ctl.kill()
             ctl.wait()
+
+
+def test_a_zygote_not_started_at_start_starts_at_prestart_or_the_first_run(tmp_path, books):
+    """A gateway standby's runner (--standby-warmup-delay): its zygote is made but not started, so the standby's
+    start costs no Ansible import; prestart() (the pod takes the Lease) or its first run starts it, and runs are
+    warm."""
+    r = PlaybookRunner(str(tmp_path / "lazy"), ROOT, zygote_at_start=False)
+    try:
+        z = r.zygote
+        time.sleep(1.0)
+        assert z.proc is None and not os.path.exists(z.sock_path)
+        res = r.run(str(books / "pb.yml"), {"mtu": 1, "marker": "a"}, 120, "lazy-1")
+        assert res.ok and res.warm is True and alive(z.pid)
+    finally:
+        r.close()
+    r = PlaybookRunner(str(tmp_path / "pre"), ROOT, zygote_at_start=False)
+    try:
+        assert r.zygote.proc is None
+        r.prestart()
+        assert alive(r.zygote.pid) and r.zygote.wait_ready(60)
+        first = r.zygote.pid
+        r.prestart()                                   # running: left alone
+        assert r.zygote.pid == first and alive(first)
+    finally:
+        r.close()

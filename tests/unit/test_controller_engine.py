@@ -459,3 +459,30 @@ def test_the_startup_timeline_splits_a_start_into_its_parts():
     assert list(got) == ["interpreter", "a", "b"] and got["b"] == 0.5
     assert 0.3 <= got["interpreter"] < 5 and 0.2 <= got["a"] < 5, got
     assert 0 < logs.process_age() < time.monotonic()
+
+
+def test_a_gateway_standby_runs_nothing_before_its_warm_up_is_due(tmp_path):
+    """--standby-warmup-delay: the standby replica of a new gateway (not the Lease holder) takes no work item
+    before the delay has passed since its start; the Lease holder, and the standby after the delay, do."""
+    import time  # pylint: disable=import-outside-toplevel
+    from controller.engine import Engine  # pylint: disable=import-outside-toplevel
+    from controller.workqueue import Item  # pylint: disable=import-outside-toplevel
+    kc = tmp_path / "kc"
+    kc.write_text("apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'http://127.0.0.1:9'}}]\n"
+                  "contexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\nusers: [{name: u, user: {}}]\n")
+    eng = Engine(watchmap.load(os.path.join(ROOT, "controller", "watches-in-cluster.yaml")), {"a": str(kc)}, ROOT,
+                 str(tmp_path / "rt"), state_configmap=False, warm_runner=False, mode="gateway", node_name="n1",
+                 gateway={"kind": "GatewayClient", "namespace": "t", "name": "c"}, standby_warmup_delay=30)
+    cs = eng.clusters["a"]
+    item = Item(key="a/gateway-pod", lock="a/gateway-pod", cluster="a", priority=0, ready_at=0.0, first_at=0.0)
+    assert not cs.acting() and not eng._eligible(item)  # pylint: disable=protected-access
+    cs.leader.is_leader = lambda: True                 # the Lease holder: at once
+    assert eng._eligible(item)  # pylint: disable=protected-access
+    cs.leader.is_leader = lambda: False
+    eng.standby_warmup_at = time.monotonic() - 1       # the delay passed: the standby warms up
+    assert eng._eligible(item)  # pylint: disable=protected-access
+    # without the flag a standby works at once, as before
+    eng0 = Engine(watchmap.load(os.path.join(ROOT, "controller", "watches-in-cluster.yaml")), {"a": str(kc)}, ROOT,
+                  str(tmp_path / "rt0"), state_configmap=False, warm_runner=False, mode="gateway", node_name="n1",
+                  gateway={"kind": "GatewayClient", "namespace": "t", "name": "c"})
+    assert not eng0.clusters["a"].acting() and eng0._eligible(item)  # pylint: disable=protected-access
