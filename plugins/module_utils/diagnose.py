@@ -11,7 +11,7 @@ import email.utils
 import ipaddress
 
 from ansible_collections.liqo.fabric.plugins.module_utils.gateway import (
-    MTU_ANNOTATION, peer_public_key, secret_name, user_secret_name)
+    MTU_ANNOTATION, cidr_fields, peer_public_key, secret_name, user_secret_name)
 from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import PLURALS, REMOTE_CLUSTER_ID_LABEL
 
 GROUP = "networking.liqo.io"
@@ -81,8 +81,9 @@ def configuration_checks(where, confs, reconcile_fix):
     """Each Configuration remapped by the IPAM, and no two remaps overlapping."""
     out, remaps = [], []
     for conf in confs:
-        status = ((conf.get("status") or {}).get("remote") or {}).get("cidr") or {}
-        spec = ((conf.get("spec") or {}).get("remote") or {}).get("cidr") or {}
+        # one CIDR string each, whichever version's shape (Liqo's list of one in v1beta1)
+        status = cidr_fields(((conf.get("status") or {}).get("remote") or {}).get("cidr"))
+        spec = cidr_fields(((conf.get("spec") or {}).get("remote") or {}).get("cidr"))
         ok = bool(status.get("pod"))
         cond = next((c for c in (conf.get("status") or {}).get("conditions") or [] if c.get("status") == "False"), None)
         out.append(check(where, "Configuration remapped", _ref(conf), ok,

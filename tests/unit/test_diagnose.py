@@ -5,12 +5,13 @@ import email.utils
 from ansible_collections.liqo.fabric.plugins.module_utils import diagnose
 
 
-def conf(name, pod, external, remapped_pod=None, remapped_external=None, conditions=None):
+def conf(name, pod, external, remapped_pod=None, remapped_external=None, conditions=None, shape=lambda v: [v]):
+    """A Configuration as the API gives it in v1beta1 (Liqo's lists of one), or in another `shape`."""
     status = {"conditions": conditions or []}
     if remapped_pod:
-        status["remote"] = {"cidr": {"pod": remapped_pod, "external": remapped_external}}
+        status["remote"] = {"cidr": {"pod": shape(remapped_pod), "external": shape(remapped_external)}}
     return {"kind": "Configuration", "metadata": {"name": name, "namespace": "liqo-tenant-" + name},
-            "spec": {"remote": {"cidr": {"pod": pod, "external": external}}}, "status": status}
+            "spec": {"remote": {"cidr": {"pod": shape(pod), "external": shape(external)}}}, "status": status}
 
 
 def test_remaps_reported_and_overlaps_named():
@@ -27,6 +28,18 @@ def test_remaps_reported_and_overlaps_named():
     overlap = [c for c in checks if c["check"] == "remapped CIDRs do not overlap"][0]
     assert not overlap["ok"]
     assert "liqo-tenant-b/b (external 10.1.0.0/16) and Configuration liqo-tenant-c/c (pod 10.1.0.0/16)" in overlap["detail"]
+
+
+def test_remaps_read_in_either_version_shape():
+    """v1alpha1's strings read as v1beta1's lists; a remap that is not a CIDR is named."""
+    checks = diagnose.configuration_checks("a", [
+        conf("b", "10.243.0.0/16", "10.70.0.0/16", "10.0.0.0/16", "10.1.0.0/16", shape=lambda v: v),
+        conf("c", "10.243.0.0/16", "10.70.0.0/16", "10.2.0.0/16", "bogus")], "fix-it")
+    by = {(c["check"], c["object"], c["ok"]): c for c in checks}
+    assert by[("Configuration remapped", "Configuration liqo-tenant-b/b", True)]["detail"] == \
+        "pod 10.243.0.0/16 -> 10.0.0.0/16, external 10.70.0.0/16 -> 10.1.0.0/16"
+    bad = by[("Configuration remapped", "Configuration liqo-tenant-c/c", False)]
+    assert bad["detail"] == "status.remote.cidr.external: 'bogus'" and bad["cause"] == "not a CIDR"
 
 
 def test_missing_crd_names_the_crd_and_the_install():
