@@ -561,3 +561,51 @@ def test_v1beta1_is_liqos_shape_a_cidr_string_is_refused(api, field):
                                          _mutate("Configuration", field, ["10.243.0.0/16"], "beta-string", "v1beta1"))
     kubectl(api, "delete", "configurations.%s" % GROUP, "beta-string")
 
+
+def test_diagnose_proves_the_webhook_answers_and_names_it_when_down(api):
+    """liqo.fabric.diagnose's "CRD conversion webhook" check: beyond the CRDs' clientConfig, a v1alpha1 dry-run
+    create of each converted kind goes through the webhook (nothing written). Up: three passing checks; down: three
+    failed ones naming the URL and carrying the apiserver's error; back up: passing again."""
+    from ansible_collections.liqo.fabric.plugins.module_utils import diagnose  # pylint: disable=import-outside-toplevel
+    from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import Kube  # pylint: disable=import-outside-toplevel
+    from ansible_collections.liqo.fabric.plugins.modules.diagnose_api import conversion_probe  # pylint: disable=import-outside-toplevel
+    kube = Kube(api.kubeconfig)
+
+    def checks():
+        started = time.monotonic()
+        out = [c for c in diagnose.crd_checks("lab", kube.list("CustomResourceDefinition"), "install-it",
+                                              probe=conversion_probe(kube)) if c["check"] == "CRD conversion webhook"]
+        return out, time.monotonic() - started
+
+    def written():
+        return [n for p in ("configurations", "gatewayservers", "gatewayclients")
+                for n in kubectl(api, "get", "%s.%s" % (p, GROUP), "-A", "-o", "name").stdout.split() if "diagnose" in n]
+    try:
+        up, took_up = checks()
+        assert [c["object"].split()[1] for c in up] == ["configurations.%s" % GROUP, "gatewayclients.%s" % GROUP,
+                                                        "gatewayservers.%s" % GROUP]
+        assert all(c["ok"] and c["detail"].endswith("answers (a v1alpha1 dry-run create converted)") for c in up), up
+        api.stop_webhook()
+        down, took_down = checks()
+        assert [c["ok"] for c in down] == [False] * 3, down
+        for c in down:
+            assert api.webhook_url in c["cause"] and "does not answer" in c["cause"], c
+            assert re.search(r"conversion webhook for networking\.liqo\.io/v1\w+, Kind=\w+ failed: Post \"%s" % re.escape(api.webhook_url),
+                             c["detail"]) and "connection refused" in c["detail"], c
+            assert "--mode webhook" in c["fix"]
+    finally:
+        api.restart_webhook()
+        kube.close()
+    assert written() == []  # dry runs only
+    print("diagnose webhook probe: up %.0f ms, down %.0f ms (3 CRDs)" % (took_up * 1000, took_down * 1000))
+    kube = Kube(api.kubeconfig)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            again, dummy = checks()
+            if all(c["ok"] for c in again) or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert all(c["ok"] for c in again), again
+    finally:
+        kube.close()

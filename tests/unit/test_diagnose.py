@@ -67,6 +67,44 @@ def test_conversion_webhook_without_ca_bundle_is_named():
     assert checks[2]["detail"] == "https://127.0.0.1:1/convert, caBundle set"
 
 
+def test_conversion_webhook_liveness_probe():
+    """With a probe: each converted CRD whose clientConfig is complete is probed (its kind and plural); a probe's
+    error fails the check naming the webhook and carrying the error; an incomplete clientConfig is not probed."""
+    def crd(kind, client):
+        return {"spec": {"group": "networking.liqo.io", "names": {"kind": kind},
+                         "versions": [{"name": "v1beta1", "served": True, "storage": True}],
+                         "conversion": {"strategy": "Webhook", "webhook": {"clientConfig": client}}}}
+    url = {"url": "https://10.0.0.9:9443/convert", "caBundle": "Q0E="}
+    service = {"service": {"namespace": "liqo", "name": "liqo-fabric-webhook"}, "caBundle": "Q0E="}
+    probed = []
+
+    def probe(kind, plural):
+        probed.append((kind, plural))
+        return None if kind == "Configuration" else 'conversion webhook for networking.liqo.io/v1beta1, Kind=%s failed: Post "x": connection refused' % kind
+    crds = [crd("Configuration", url), crd("GatewayServer", service), crd("GatewayClient", {"url": "https://x/convert"})]
+    got = {c["object"].split()[1].split(".")[0]: c for c in diagnose.crd_checks("a", crds, "install-it", probe=probe)
+           if c["check"] == "CRD conversion webhook"}
+    assert probed == [("Configuration", "configurations"), ("GatewayServer", "gatewayservers")]
+    assert got["configurations"]["ok"] and got["configurations"]["detail"] == \
+        "https://10.0.0.9:9443/convert, caBundle set, answers (a v1alpha1 dry-run create converted)"
+    bad = got["gatewayservers"]
+    assert not bad["ok"] and bad["cause"].startswith("the conversion webhook (Service liqo/liqo-fabric-webhook) does not answer")
+    assert bad["detail"].startswith("a v1alpha1 dry-run create failed: conversion webhook for networking.liqo.io/v1beta1")
+    assert "endpoints liqo-fabric-webhook" in bad["fix"] and "--mode webhook" in bad["fix"]
+    assert not got["gatewayclients"]["ok"] and "no caBundle" in got["gatewayclients"]["cause"]
+
+
+def test_conversion_probe_is_a_dry_run_of_a_valid_v1alpha1_object():
+    from tests.unit.test_crds import validate  # pylint: disable=import-outside-toplevel
+    for kind, plural in (("Configuration", "configurations"), ("GatewayServer", "gatewayservers"),
+                         ("GatewayClient", "gatewayclients")):
+        path, query, body = diagnose.conversion_probe_request(kind, plural)
+        assert path == "/apis/networking.liqo.io/v1alpha1/namespaces/default/%s" % plural
+        assert query == {"dryRun": "All", "timeout": "10s"}
+        assert validate(dict(body, metadata={"name": "probe"})) == [], kind
+        assert body["metadata"] == {"generateName": "liqo-fabric-diagnose-"}
+
+
 def test_clock_skew_from_the_date_headers():
     now = 1_800_000_000.0
     same = diagnose.clock_skew_check("a/b", email.utils.formatdate(now, usegmt=True),
