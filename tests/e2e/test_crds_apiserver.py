@@ -609,3 +609,69 @@ def test_diagnose_proves_the_webhook_answers_and_names_it_when_down(api):
         assert all(c["ok"] for c in again), again
     finally:
         kube.close()
+
+
+def test_renewed_webhook_secret_reaches_a_running_webhook_without_restart(api, tmp_path):
+    """In-cluster renewal, on the lab apiserver: a webhook serving files kept equal to its Secret
+    (--webhook-secret, controller/webhook_sync.py) and the Configuration CRD pointing at it; the Secret and the
+    CRD's caBundle renewed with a new CA (what another replica's start does): v1alpha1 reads go on working through
+    the same running webhook, which now presents the new certificate."""
+    import base64  # pylint: disable=import-outside-toplevel
+    from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import Kube  # pylint: disable=import-outside-toplevel
+    from controller import webhook_sync  # pylint: disable=import-outside-toplevel
+    from controller.conversion import ConversionServer  # pylint: disable=import-outside-toplevel
+    from tests.lab.pki import make_pki, make_serving_cert  # pylint: disable=import-outside-toplevel
+
+    def pair(name):
+        d = tmp_path / name
+        d.mkdir()
+        pki = make_pki(str(d), name)
+        cert = make_serving_cert(str(d), pki["ca.crt"], pki["ca.key"], "webhook")
+        return {k: open(p, "rb").read() for k, p in (("ca.crt", pki["ca.crt"]), ("tls.crt", cert["crt"]), ("tls.key", cert["key"]))}
+
+    def secret(pems):
+        return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "sync-test-tls", "namespace": "liqo"},
+                "data": {k: base64.b64encode(v).decode() for k, v in pems.items()}}
+
+    def point_crd(url, pems):
+        kubectl(api, "patch", "crd", crd, "--type=merge", "-p", json.dumps({"spec": {"conversion": {"webhook": {
+            "clientConfig": {"url": url, "caBundle": base64.b64encode(pems["ca.crt"]).decode()}}}}}))
+
+    def reads_in_v1alpha1():
+        proc = kubectl(api, "get", "configurations.v1alpha1.%s" % GROUP, "-A", "-o", "name", check=False)
+        return proc.returncode == 0 and proc.stdout.strip() != ""
+
+    crd = "configurations.%s" % GROUP
+    old, new = pair("old"), pair("new")
+    kubectl(api, "create", "namespace", "liqo", check=False)
+    kubectl(api, "apply", "-f", "-", stdin=yaml.safe_dump(secret(old)))
+    kube = Kube(api.kubeconfig)
+    files = (str(tmp_path / "tls.crt"), str(tmp_path / "tls.key"))
+    before = json.loads(kubectl(api, "get", "crd", crd, "-o", "json").stdout)["spec"]["conversion"]
+    sync = webhook_sync.WebhookSecretSync(kube, "liqo", "sync-test-tls", *files, period=0.2)
+    assert sync.sync_once() and not sync.sync_once()  # what the init container wrote; then nothing to do
+    server = ConversionServer("127.0.0.1", 0, *files)
+    server.start()
+    sync.start()
+    try:
+        point_crd("https://127.0.0.1:%d/convert" % server.port, old)
+        deadline = time.monotonic() + 30
+        while not reads_in_v1alpha1():
+            assert time.monotonic() < deadline, "the apiserver never converted through the test webhook"
+            time.sleep(0.2)
+        kubectl(api, "apply", "-f", "-", stdin=yaml.safe_dump(secret(new)))  # renewed by "another replica"
+        started = time.monotonic()
+        point_crd("https://127.0.0.1:%d/convert" % server.port, new)
+        while not reads_in_v1alpha1():
+            assert time.monotonic() - started < 30, "the running webhook never served the renewed certificate"
+            time.sleep(0.1)
+        took = time.monotonic() - started
+        with open(files[0], "rb") as f:
+            assert f.read() == new["tls.crt"]
+        print("renewed webhook Secret trusted by the apiserver through the running webhook after %.1f s" % took)
+    finally:
+        sync.stop()
+        server.stop()
+        kube.close()
+        kubectl(api, "patch", "crd", crd, "--type=merge", "-p", json.dumps({"spec": {"conversion": before}}))
+        kubectl(api, "delete", "secret", "-n", "liqo", "sync-test-tls", check=False)
