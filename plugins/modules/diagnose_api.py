@@ -12,7 +12,7 @@ description:
   - Reads the fabric's objects of one cluster and returns checks, each naming the object it looked at and,
     when it fails, the likely cause and the fix; writes nothing.
   - Checks the CRDs (installed, versions served and stored; for the converted kinds, that the conversion webhook
-    answers, by a v1alpha1 dry-run create the apiserver converts through it: nothing is written), each
+    answers, by a v1alpha1 dry-run create the apiserver converts through it, which writes nothing), each
     Configuration remapped by the IPAM and no two remaps overlapping, per gateway its key Secret (never shown),
     the peer's PublicKey, equal MTUs on both sides and its Connection; with O(remote_kubeconfig), the skew
     between the two apiservers' clocks.
