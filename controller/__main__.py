@@ -30,6 +30,7 @@ from controller import logs, watchmap
 from controller.watchmap import MODES
 from controller.engine import Engine
 from controller.conversion import ConversionServer
+from controller import webhook_sync as webhook_secret
 from controller.metrics import HealthServer, Metrics
 
 log = logging.getLogger("controller")
@@ -84,6 +85,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--webhook-key", default=os.environ.get("FABRIC_WEBHOOK_KEY", ""), help="its PEM private key")
     p.add_argument("--webhook-address", default="0.0.0.0")
     p.add_argument("--webhook-port", type=int, default=9443, help="port of the conversion webhook (0: any free port)")
+    p.add_argument("--webhook-secret", default=os.environ.get("FABRIC_WEBHOOK_SECRET", ""), metavar="NS/NAME",
+                   help="keep --webhook-cert/--webhook-key equal to this Secret's tls.crt/tls.key (read every 30 s), "
+                        "so a renewal reaches a running webhook (in-cluster)")
     p.add_argument("--watch-timeout", type=int, default=240, help="seconds per watch request before it is renewed")
     p.add_argument("--no-state", action="store_true", help="do not persist applied hashes in ConfigMap liqo/%s" % "liqo-fabric-controller-state")
     p.add_argument("--no-warm-runner", action="store_true",
@@ -147,6 +151,19 @@ def start_webhook(args):
         raise SystemExit(f"--webhook-cert/--webhook-key/--webhook-port: {exc}")
     webhook.start()
     return webhook
+
+
+def start_webhook_sync(args, clusters):
+    """--webhook-secret: the thread keeping the webhook's files equal to the Secret (started), or None."""
+    if not args.webhook_secret:
+        return None
+    if not (args.webhook_cert and args.webhook_key):
+        raise SystemExit("--webhook-secret needs --webhook-cert and --webhook-key")
+    try:
+        return webhook_secret.start(clusters.get(args.in_cluster_name, next(iter(clusters.values()))),
+                                    args.webhook_secret, args.webhook_cert, args.webhook_key)
+    except ValueError as exc:
+        raise SystemExit(str(exc))
 
 
 def stop_event() -> threading.Event:
@@ -218,6 +235,7 @@ def main(argv=None) -> int:
     http = HealthServer(args.metrics_address, args.metrics_port, metrics, engine.healthy, engine.ready)
     http.start()
     webhook = start_webhook(args)
+    webhook_sync = start_webhook_sync(args, clusters)
     done = stop_event()
     t_start = time.monotonic()
     engine.start()
@@ -232,6 +250,8 @@ def main(argv=None) -> int:
     http.stop()
     if webhook:
         webhook.stop()
+    if webhook_sync:
+        webhook_sync.stop()
     if not args.runtime_dir:  # ours alone (pid in the name): nothing of it is needed after exit
         shutil.rmtree(runtime, ignore_errors=True)
     return 0

@@ -11,8 +11,11 @@ the request, nothing is written).
 import http.server
 import json
 import logging
+import os
 import ssl
+import sys
 import threading
+import time
 
 from controller import ensure_collection_importable
 
@@ -55,8 +58,85 @@ def _response(uid: str, converted=None, failure: str = "") -> dict:
     return {"apiVersion": REVIEW_API, "kind": "ConversionReview", "response": response}
 
 
+class ServingCert:
+    """The TLS context of the webhook's certificate/key files, rebuilt when the files change, so that a renewed
+    certificate serves new connections without a restart (a Secret volume's update swaps a symlink: stat follows
+    it). A new pair that does not load keeps the previous one, with a warning (tried again when the files change
+    again, e.g. a key written after its certificate)."""
+
+    CHECK_EVERY = 1.0  # s: a stat of two files at most this often, on a new connection
+
+    def __init__(self, cert_file: str, key_file: str):
+        self.cert_file, self.key_file = cert_file, key_file
+        self._seen = self._stamp()
+        self.context = self._load()  # the first pair must load: the caller reports its error
+        self._checked = time.monotonic()
+
+    def _stamp(self):
+        out = []
+        for path in (self.cert_file, self.key_file):
+            try:
+                st = os.stat(path)
+                out.append((st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size))
+            except OSError as exc:
+                out.append(str(exc))
+        return tuple(out)
+
+    def _load(self) -> ssl.SSLContext:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        context.load_cert_chain(self.cert_file, self.key_file)
+        return context
+
+    def current(self) -> ssl.SSLContext:
+        """The context for a new connection, reloaded first when the files changed since they were last read."""
+        now = time.monotonic()
+        if now - self._checked < self.CHECK_EVERY:
+            return self.context
+        self._checked = now
+        stamp = self._stamp()
+        if stamp == self._seen:
+            return self.context
+        self._seen = stamp
+        try:
+            self.context = self._load()
+        except (OSError, ssl.SSLError) as exc:
+            log.warning("the webhook's new certificate/key do not load: still serving the previous ones",
+                        extra={"fields": {"cert": self.cert_file, "key": self.key_file, "error": str(exc)}})
+        else:
+            log.info("webhook certificate reloaded", extra={"fields": {"cert": self.cert_file, "key": self.key_file}})
+        return self.context
+
+
+class _TLSServer(http.server.ThreadingHTTPServer):
+    """Each accepted connection wrapped with the serving certificate's current context (the handshake happens
+    in the request's thread, on its first read, not in the accepting one)."""
+
+    daemon_threads = True
+    serving_cert = None  # a ServingCert, set before serving
+
+    def handle_error(self, request, client_address):
+        """A client that failed its TLS handshake (e.g. it does not trust the CA) or hung up: one JSON log line
+        at debug level, not socketserver's traceback on stderr."""
+        exc = sys.exc_info()[1]
+        if isinstance(exc, (ssl.SSLError, ConnectionError)):
+            log.debug("webhook connection failed", extra={"fields": {"client": client_address[0], "error": str(exc)}})
+        else:
+            super().handle_error(request, client_address)
+
+    def get_request(self):
+        sock, address = self.socket.accept()
+        try:
+            context = self.serving_cert.current()
+            return context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False), address
+        except Exception:
+            sock.close()
+            raise
+
+
 class ConversionServer(threading.Thread):
-    """HTTPS server of the webhook (TLS 1.2+, the certificate and key given as PEM files)."""
+    """HTTPS server of the webhook (TLS 1.2+, the certificate and key given as PEM files, reloaded when they
+    change: ServingCert)."""
 
     def __init__(self, address: str, port: int, cert_file: str, key_file: str):
         super().__init__(name="conversion-webhook", daemon=True)
@@ -91,13 +171,9 @@ class ConversionServer(threading.Thread):
             def log_message(self, *args):  # keep the JSON log clean
                 pass
 
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.minimum_version = ssl.TLSVersion.TLSv1_2
-        context.load_cert_chain(cert_file, key_file)
-        self.server = http.server.ThreadingHTTPServer((address, port), Handler)
-        self.server.daemon_threads = True
-        # The handshake happens in the request's thread (first read), not in the accepting one.
-        self.server.socket = context.wrap_socket(self.server.socket, server_side=True, do_handshake_on_connect=False)
+        self.serving_cert = ServingCert(cert_file, key_file)
+        self.server = _TLSServer((address, port), Handler)
+        self.server.serving_cert = self.serving_cert
         self.port = self.server.server_address[1]
 
     def run(self) -> None:

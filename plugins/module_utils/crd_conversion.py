@@ -8,22 +8,20 @@ Pure Python, no Ansible imports: the controller's conversion webhook (Conversion
 
 What differs (everything else is copied unchanged, ``apiVersion`` aside):
 
-* Configuration: v1alpha1 writes one CIDR string (``spec.remote.cidr.pod: 10.243.0.0/16``), v1beta1
-  Liqo's list (``pod: [10.243.0.0/16]``) or one string (its schema accepts both: what the collection writes
-  and the seeds' objects are stored as strings, so the printer columns show the seeds' values), in
-  ``spec.local``, ``spec.remote`` and ``status.remote``. A string is the same in both versions; a list is
-  shown as its first CIDR in v1alpha1 and kept in the annotation (its shape, and any further CIDR).
+* Configuration: v1alpha1 writes one CIDR string (``spec.remote.cidr.pod: 10.243.0.0/16``), v1beta1 Liqo's
+  list, of exactly one CIDR here (``pod: [10.243.0.0/16]``), in ``spec.local``, ``spec.remote`` and
+  ``status.remote``: the string and the list of one are the same value, converted both ways, no annotation.
 * GatewayServer: v1beta1 adds ``spec.endpoint.ports`` / ``nodePorts`` (lists beside the deprecated
   ``port`` / ``nodePort``), ``spec.secretRef``, ``spec.serviceAnnotations``, ``spec.serviceLabels`` and
   ``status.endpoint.ports``.
 * GatewayClient: v1beta1 adds ``spec.endpoint.ports`` and ``spec.secretRef``.
 
 Going up (v1alpha1 -> v1beta1) never loses anything: every v1alpha1 value has a v1beta1 place. Going
-down, what v1alpha1 cannot hold (a second CIDR, a ports list, a secretRef, ...) is kept, as JSON, in the
-annotation ``ANNOTATION`` of the v1alpha1 object, and the nearest v1alpha1 value is shown (the first
-CIDR, the first port). Going up again restores the kept values unless the v1alpha1 value they were
-shown as was edited meanwhile: then the edit wins (an edited ``port`` replaces a ``ports`` list). So
-b -> a -> b is the identity, and a -> b -> a is the identity too.
+down, what v1alpha1 cannot hold (a ports list, a secretRef, ...) is kept, as JSON, in the annotation
+``ANNOTATION`` of the v1alpha1 object, and the nearest v1alpha1 value is shown (the first port). Going
+up again restores the kept values unless the v1alpha1 value they were shown as was edited meanwhile:
+then the edit wins (an edited ``port`` replaces a ``ports`` list). So b -> a -> b is the identity, and
+a -> b -> a is the identity too.
 """
 from __future__ import absolute_import, division, print_function
 
@@ -99,7 +97,7 @@ def _dotted(path):
 
 def _first(values, where):
     if not isinstance(values, list):
-        raise ConversionError("%s must be a list%s, got %r" % (where, " or one CIDR string" if ".cidr." in where else "", values))
+        raise ConversionError("%s must be a list, got %r" % (where, values))
     return values[0] if values else _MISSING
 
 
@@ -108,17 +106,12 @@ def _down(obj, kind):
     kept = {}
     if kind == "Configuration":
         for path in _CIDR_PATHS:
-            values = _get(obj, path)
-            if values is _MISSING:
-                continue
-            if isinstance(values, str):
-                continue  # v1beta1 also accepts one CIDR string (deploy/crds/README.md): the same in v1alpha1
-            first = _first(values, _dotted(path))
-            kept[_dotted(path)] = values  # the list shape (and any CIDR after the first) comes back on the way up
-            if first is _MISSING:
-                _pop(obj, path)
-            else:
-                _set(obj, path, first)
+            value = _get(obj, path)
+            if isinstance(value, list) and len(value) == 1 and isinstance(value[0], str):
+                _set(obj, path, value[0])
+            elif not (value is _MISSING or value is None or isinstance(value, str)):
+                # a string: stored before v1beta1 took lists only; shown as is, applying it back stores the list
+                raise ConversionError("%s must be a list of one CIDR in v1beta1, got %r" % (_dotted(path), value))
         return obj, kept
     lists, only_v1beta1 = _RULES[kind]
     for list_path, scalar_path in lists:
@@ -149,14 +142,11 @@ def _up(obj, kind, kept):
     """v1alpha1 -> v1beta1, restoring the kept values that still match what v1alpha1 shows (edits win)."""
     if kind == "Configuration":
         for path in _CIDR_PATHS:
-            shown = _get(obj, path)
-            saved = kept.get(_dotted(path), _MISSING)
-            if _still_shown(saved, shown):
-                _set(obj, path, copy.deepcopy(saved))
-            elif shown is not _MISSING:
-                if not isinstance(shown, str):
-                    raise ConversionError("%s must be one CIDR string in v1alpha1, got %r" % (_dotted(path), shown))
-                # kept a string: v1beta1's schema accepts it, the collection writes it, the printer columns show it
+            value = _get(obj, path)
+            if isinstance(value, str):
+                _set(obj, path, [value])
+            elif not (value is _MISSING or value is None):
+                raise ConversionError("%s must be one CIDR string in v1alpha1, got %r" % (_dotted(path), value))
         return obj
     lists, only_v1beta1 = _RULES[kind]
     for list_path, scalar_path in lists:

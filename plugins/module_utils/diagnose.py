@@ -11,7 +11,7 @@ import email.utils
 import ipaddress
 
 from ansible_collections.liqo.fabric.plugins.module_utils.gateway import (
-    MTU_ANNOTATION, peer_public_key, secret_name, user_secret_name)
+    MTU_ANNOTATION, cidr_fields, peer_public_key, secret_name, user_secret_name)
 from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import PLURALS, REMOTE_CLUSTER_ID_LABEL
 
 GROUP = "networking.liqo.io"
@@ -35,8 +35,9 @@ def _remote_id(obj):
 
 
 # ------------------------------------------------------------------------------------------------- API
-def crd_checks(where, crds, install_fix):
-    """Every kind of the fabric has its CRD, served in some version, with v1beta1 stored."""
+def crd_checks(where, crds, install_fix, probe=None):
+    """Every kind of the fabric has its CRD, served in some version, with v1beta1 stored. `probe(kind, plural)`
+    (see conversion_probe_request) proves a converted kind's webhook answers: None, or the apiserver's error."""
     by_kind = {(c.get("spec") or {}).get("names", {}).get("kind"): c for c in crds
                if (c.get("spec") or {}).get("group") == GROUP}
     out = []
@@ -55,20 +56,25 @@ def crd_checks(where, crds, install_fix):
                          "no version is served or stored", install_fix))
         conversion = crd["spec"].get("conversion") or {}
         if conversion.get("strategy") == "Webhook":
-            out.append(webhook_check(where, name, (conversion.get("webhook") or {}).get("clientConfig") or {}))
+            client = (conversion.get("webhook") or {}).get("clientConfig") or {}
+            configured = webhook_check(where, name, client)
+            if configured["ok"] and probe is not None:
+                configured = webhook_liveness_check(configured, client, probe(kind, plural))
+            out.append(configured)
     return out
+
+
+def _webhook_target(client):
+    service = client.get("service") or {}
+    return client["url"] if client.get("url") else "Service %s/%s" % (service.get("namespace"), service.get("name"))
 
 
 def webhook_check(where, name, client):
     """A CRD converted by the webhook (deploy/crds/README.md) names a webhook the apiserver can trust: a URL with
     its CA (agentless install, the lab) or the in-cluster Service with the caBundle the controller's init
     container writes. Without one, every v1alpha1 request of the kind fails."""
-    service = client.get("service") or {}
-    if client.get("url"):
-        where_to = client["url"]
-    else:
-        where_to = "Service %s/%s" % (service.get("namespace"), service.get("name"))
-    return check(where, "CRD conversion webhook", name, bool(client.get("caBundle")) and (client.get("url") or service),
+    where_to = _webhook_target(client)
+    return check(where, "CRD conversion webhook", name, bool(client.get("caBundle")) and (client.get("url") or client.get("service")),
                  "%s, caBundle set" % where_to,
                  "the conversion webhook (%s) has no caBundle: every v1alpha1 request of this kind fails" % where_to,
                  "in-cluster: the controller's init container sets it (kubectl apply -k deploy/, then "
@@ -77,12 +83,46 @@ def webhook_check(where, name, client):
                  "(deploy/crds/README.md)")
 
 
+# A minimal valid v1alpha1 object of each converted kind. Created with dryRun=All, nothing is written, but the
+# apiserver converts it to the storage version (v1beta1) and the answer back to v1alpha1: a real round trip through
+# the webhook, by URL (agentless) or Service (in-cluster) alike, with the apiserver's own TLS trust (the caBundle).
+PROBE_SPECS = {
+    "Configuration": {"remote": {"cidr": {"pod": "10.243.0.0/16"}}},
+    "GatewayServer": {"endpoint": {"port": 51820}},
+    "GatewayClient": {"endpoint": {"addresses": ["192.0.2.1"], "port": 51820}},
+}
+PROBE_NAMESPACE = "default"  # exists in every cluster; a dry run needs an existing namespace
+PROBE_TIMEOUT = "10s"        # the apiserver gives up on the webhook after this (its own default is 30 s)
+
+
+def conversion_probe_request(kind, plural):
+    """(path, query, body) of the dry-run create of a v1alpha1 `kind` that makes the apiserver call its webhook."""
+    body = {"apiVersion": "%s/v1alpha1" % GROUP, "kind": kind,
+            "metadata": {"generateName": "liqo-fabric-diagnose-"}, "spec": PROBE_SPECS[kind]}
+    return ("/apis/%s/v1alpha1/namespaces/%s/%s" % (GROUP, PROBE_NAMESPACE, plural),
+            {"dryRun": "All", "timeout": PROBE_TIMEOUT}, body)
+
+
+def webhook_liveness_check(configured, client, error):
+    """The configuration check `configured`, failed when the probe's dry run got `error` (the apiserver's message)."""
+    if not error:
+        return dict(configured, detail=configured["detail"] + ", answers (a v1alpha1 dry-run create converted)")
+    where_to = _webhook_target(client)
+    return dict(configured, ok=False, detail="a v1alpha1 dry-run create failed: %s" % error,
+                cause="the conversion webhook (%s) does not answer: every v1alpha1 request of this kind fails" % where_to,
+                fix="in-cluster: kubectl -n liqo get pods -l app.kubernetes.io/name=liqo-fabric-controller and kubectl "
+                    "-n liqo get endpoints liqo-fabric-webhook (every controller replica serves it on 9443); agentless: "
+                    "start it where the URL points, python -m controller --mode webhook --webhook-cert C --webhook-key K "
+                    "--webhook-address A --webhook-port P (deploy/crds/README.md)")
+
+
 def configuration_checks(where, confs, reconcile_fix):
     """Each Configuration remapped by the IPAM, and no two remaps overlapping."""
     out, remaps = [], []
     for conf in confs:
-        status = ((conf.get("status") or {}).get("remote") or {}).get("cidr") or {}
-        spec = ((conf.get("spec") or {}).get("remote") or {}).get("cidr") or {}
+        # one CIDR string each, whichever version's shape (Liqo's list of one in v1beta1)
+        status = cidr_fields(((conf.get("status") or {}).get("remote") or {}).get("cidr"))
+        spec = cidr_fields(((conf.get("spec") or {}).get("remote") or {}).get("cidr"))
         ok = bool(status.get("pod"))
         cond = next((c for c in (conf.get("status") or {}).get("conditions") or [] if c.get("status") == "False"), None)
         out.append(check(where, "Configuration remapped", _ref(conf), ok,

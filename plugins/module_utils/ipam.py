@@ -111,6 +111,16 @@ def parse_cidr(value, field):
     return net
 
 
+def one_cidr(value, field):
+    """The CIDR of a Configuration's field: a string (v1alpha1, the seeds) or Liqo's list of one (v1beta1)."""
+    if isinstance(value, list):
+        if len(value) != 1:
+            raise InvalidCidrError("%s: %s has %d CIDRs; give exactly one (one Configuration per remote CIDR)"
+                                   % (field, value, len(value)), field, str(value))
+        return value[0]
+    return value
+
+
 def _iv(net):
     """(first, last) integer interval of a network."""
     return int(net.network_address), int(net.broadcast_address)
@@ -127,8 +137,8 @@ def translate(address, from_cidr, to_cidr):
     ``'10.243.1.0/24'`` maps to ``'10.71.1.0/24'``. Raises InvalidCidrError when the address is not
     inside ``from_cidr`` or the two CIDRs differ in length.
     """
-    src = parse_cidr(str(from_cidr), "from_cidr")
-    dst = parse_cidr(str(to_cidr), "to_cidr")
+    src = parse_cidr(str(one_cidr(from_cidr, "from_cidr")), "from_cidr")
+    dst = parse_cidr(str(one_cidr(to_cidr, "to_cidr")), "to_cidr")
     if src.prefixlen != dst.prefixlen:
         raise InvalidCidrError("to_cidr: '%s' has not the length of from_cidr '%s'" % (dst, src), "to_cidr", str(to_cidr))
     text = str(address)
@@ -315,12 +325,7 @@ class Ipam:
 
     # ----- public API
     def _check_remote(self, cidr, path):
-        if isinstance(cidr, list):  # Liqo's v1beta1 shape: a list; one CIDR per Configuration here
-            if len(cidr) != 1:
-                raise InvalidCidrError("%s: %s has %d CIDRs; give exactly one (one Configuration per remote CIDR)"
-                                       % (path, cidr, len(cidr)), path, str(cidr))
-            cidr = cidr[0]
-        net = parse_cidr(cidr, path)
+        net = parse_cidr(one_cidr(cidr, path), path)
         if net.prefixlen < self._min_prefixlen:
             pools = ", ".join(self.config["pools"])
             raise PoolTooSmallError("pools %s too small: %s '%s' needs a free /%d, the largest pool is a /%d; add a pool"

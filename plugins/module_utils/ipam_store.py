@@ -17,7 +17,7 @@ import random
 import time
 
 from ansible_collections.liqo.fabric.plugins.module_utils.ipam import (
-    Ipam, IpamError, configuration_owner)
+    Ipam, IpamError, configuration_owner, one_cidr)
 from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import (
     ApiException, KubeError, set_condition)
 
@@ -125,12 +125,12 @@ def _desired_status(conf, outcome):
         conditions, dummy = set_condition(status.get("conditions"), CONDITION, "False", outcome.reason,
                                           str(outcome), generation)
     else:
-        spec_cidr = ((conf.get("spec") or {}).get("remote") or {}).get("cidr") or {}
-        # the status in the spec's shape: one CIDR string (v1alpha1, the seeds) or a list of one (Liqo's v1beta1)
-        status["remote"] = {"cidr": dict((f, [v] if isinstance(spec_cidr.get(f), list) else v) for f, v in outcome.items())}
-        spec_pod = spec_cidr.get("pod")
+        spec_pod = (((conf.get("spec") or {}).get("remote") or {}).get("cidr") or {}).get("pod")
+        # v1beta1's shape (the version the collection reads and writes): Liqo's list, of one CIDR
+        status["remote"] = {"cidr": dict((f, [v]) for f, v in outcome.items())}
         conditions, dummy = set_condition(status.get("conditions"), CONDITION, "True", "Allocated",
-                                          "pod CIDR %s remapped to %s" % (spec_pod, outcome.get("pod")), generation)
+                                          "pod CIDR %s remapped to %s" % (one_cidr(spec_pod, "spec.remote.cidr.pod"),
+                                                                          outcome.get("pod")), generation)
     status["conditions"] = conditions
     return status
 

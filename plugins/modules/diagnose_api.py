@@ -11,9 +11,11 @@ version_added: 0.1.0
 description:
   - Reads the fabric's objects of one cluster and returns checks, each naming the object it looked at and,
     when it fails, the likely cause and the fix; writes nothing.
-  - Checks the CRDs (installed, versions served and stored), each Configuration remapped by the IPAM and no two
-    remaps overlapping, per gateway its key Secret (never shown), the peer's PublicKey, equal MTUs on both sides
-    and its Connection; with O(remote_kubeconfig), the skew between the two apiservers' clocks.
+  - Checks the CRDs (installed, versions served and stored; for the converted kinds, that the conversion webhook
+    answers, by a v1alpha1 dry-run create the apiserver converts through it, which writes nothing), each
+    Configuration remapped by the IPAM and no two remaps overlapping, per gateway its key Secret (never shown),
+    the peer's PublicKey, equal MTUs on both sides and its Connection; with O(remote_kubeconfig), the skew
+    between the two apiservers' clocks.
   - The host side (WireGuard handshakes, NAT, routes, rules, overlay) is checked by the playbook
     C(liqo.fabric.diagnose) on the gateway hosts and nodes.
 author: liqo.fabric developers (@liqo-fabric)
@@ -90,14 +92,27 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.liqo.fabric.plugins.module_utils import diagnose
 from ansible_collections.liqo.fabric.plugins.module_utils.gateway import KEY_SECRET_LABEL, KINDS, user_secret_name
-from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import KUBE_ARG_SPEC, Kube, KubeError, with_kube
+from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import KUBE_ARG_SPEC, ApiException, Kube, KubeError, with_kube
+
+
+def conversion_probe(kube):
+    """probe(kind, plural) for diagnose.crd_checks: None when the apiserver converted a v1alpha1 dry-run create
+    through the kind's webhook, else the apiserver's error."""
+    def probe(kind, plural):
+        path, query, body = diagnose.conversion_probe_request(kind, plural)
+        try:
+            kube.request("POST", path, query, body)
+        except ApiException as exc:
+            return exc.message
+        return None
+    return probe
 
 
 def gather(kube, p):
     where = p["cluster"]
     kc = "-e kubeconfig=%s" % (p["kubeconfig"] or "...")
     checks = diagnose.crd_checks(where, kube.list("CustomResourceDefinition"),
-                                 "ansible-playbook liqo.fabric.install %s -e pod_cidr=..." % kc)
+                                 "ansible-playbook liqo.fabric.install %s -e pod_cidr=..." % kc, probe=conversion_probe(kube))
     if any(not c["ok"] for c in checks):
         return checks  # without the CRDs nothing else can be read
     checks += diagnose.configuration_checks(where, kube.list("Configuration"),

@@ -89,7 +89,7 @@ EXAMPLES = r"""
         metadata: {name: cluster-b, namespace: liqo-tenant-b}
         spec:
           remote:
-            cidr: {pod: 10.243.0.0/16, external: 10.70.0.0/16}
+            cidr: {pod: [10.243.0.0/16], external: [10.70.0.0/16]}
 
 - name: CRDs, applied and then waited for
   vars:

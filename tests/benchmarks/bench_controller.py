@@ -43,7 +43,7 @@ IPAM = os.path.join(ROOT, "playbooks", "reconcile_ipam.yml")
 def conf(name: str, i: int) -> dict:
     return {"apiVersion": "networking.liqo.io/v1beta1", "kind": "Configuration",
             "metadata": {"name": name, "namespace": "default", "labels": {"liqo.io/remote-cluster-id": name}},
-            "spec": {"remote": {"cidr": {"pod": f"10.243.{i % 256}.0/24", "external": f"10.70.{i % 256}.0/24"}}}}
+            "spec": {"remote": {"cidr": {"pod": [f"10.243.{i % 256}.0/24"], "external": [f"10.70.{i % 256}.0/24"]}}}}
 
 
 def is_ready(kube: Kube, name: str) -> bool:

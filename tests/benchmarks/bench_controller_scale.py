@@ -152,7 +152,7 @@ def peers(kube: Kube, create: bool):
         if create:
             kube.create({"apiVersion": "networking.liqo.io/v1beta1", "kind": "Configuration",
                          "metadata": {"name": name, "namespace": "default", "labels": {"liqo.io/remote-cluster-id": name}},
-                         "spec": {"remote": {"cidr": {"pod": f"10.{200 + i}.0.0/16", "external": f"10.{210 + i}.0.0/16"}}}})
+                         "spec": {"remote": {"cidr": {"pod": [f"10.{200 + i}.0.0/16"], "external": [f"10.{210 + i}.0.0/16"]}}}})
             kube.create({"apiVersion": "networking.liqo.io/v1beta1", "kind": "PublicKey",
                          "metadata": {"name": name, "namespace": "default", "labels": {"liqo.io/remote-cluster-id": name}},
                          "spec": {"publicKey": key}})
@@ -167,7 +167,7 @@ def one_pass(label, root, lab, workdir, burst_pods, spare, out):
     src = b.nodes[-1].pods[0].netns
     kube = Kube(a.kubeconfig)
     # b reaches a's pods at a's pod CIDR as b's IPAM remapped it (both clusters use the same pod CIDR)
-    remap = Kube(b.kubeconfig).list("Configuration")[0]["status"]["remote"]["cidr"]["pod"]
+    remap = Kube(b.kubeconfig).list("Configuration")[0]["status"]["remote"]["cidr"]["pod"][0]
     ctl = ControllerProc(workdir, {"a": a.kubeconfig, "b": b.kubeconfig}, "--no-leader-elect",
                          name=f"scale-{label}-{len(out.setdefault(label, {}).get('add', []))}",
                          inventory=lab.inventory_path, root=root).start(60)

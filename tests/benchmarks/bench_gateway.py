@@ -204,7 +204,7 @@ def run():
 
         gw_a, gw_b = a.gateway_nodes[0], b.gateway_nodes[0]
         pod_a, pod_b = gw_a.pods[0], gw_b.pods[0]
-        fabric_target = translate(pod_b.ip, b.pod_cidr, get(a, "configurations")[0]["status"]["remote"]["cidr"]["pod"])
+        fabric_target = translate(pod_b.ip, b.pod_cidr, get(a, "configurations")[0]["status"]["remote"]["cidr"]["pod"][0])
         tunnel = servers = None
         try:
             tunnel = HandTunnel(lab.prefix, [(gw_a.netns, gw_a.wan_ip.split("/")[0]),

@@ -64,7 +64,7 @@ def run():
         fabric.install(a)
         fabric.install(b)
         fabric.playbook("connect", lab.inventory_path, wait=True, wait_timeout=20, **sides(lab))
-        remapped = get(a, "configurations")[0]["status"]["remote"]["cidr"]["pod"]
+        remapped = get(a, "configurations")[0]["status"]["remote"]["cidr"]["pod"][0]
         target = translate(b.gateway_nodes[0].pods[0].ip, b.pod_cidr, remapped)
         for i in range(RUNS):
             r = one(lab, target)

@@ -415,7 +415,7 @@ def run():
 
         gw_a, gw_b = a.node("a-node-1"), b.gateway_nodes[0]
         client_pod, server_pod = a.node("a-node-3").pods[0], b.node("b-node-2").pods[0]
-        remapped = get(a, "configurations")[0]["status"]["remote"]["cidr"]["pod"]
+        remapped = get(a, "configurations")[0]["status"]["remote"]["cidr"]["pod"][0]
         target = translate(server_pod.ip, b.pod_cidr, remapped)
 
         # what the RPS on the tunnel interface is worth: steering on and off alternate in the same run

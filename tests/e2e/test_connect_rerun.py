@@ -62,7 +62,7 @@ def record(cluster):
 
 
 def reaches(lab, src_cluster, dst_cluster, src_pod, dst_pod):
-    view = fabric.get(src_cluster, "configurations")[0]["status"]["remote"]["cidr"]["pod"]
+    view = fabric.get(src_cluster, "configurations")[0]["status"]["remote"]["cidr"]["pod"][0]
     return src_cluster.ping(src_pod.netns, translate(dst_pod.ip, dst_cluster.pod_cidr, view))
 
 

@@ -100,7 +100,7 @@ class Kube:
 def configuration(name: str, pod: str = "10.243.0.0/16", ns: str = "default") -> dict:
     return {"apiVersion": "networking.liqo.io/v1beta1", "kind": "Configuration",
             "metadata": {"name": name, "namespace": ns, "labels": {"liqo.io/remote-cluster-id": name}},
-            "spec": {"remote": {"cidr": {"pod": pod, "external": "10.70.0.0/16"}}}}
+            "spec": {"remote": {"cidr": {"pod": [pod], "external": ["10.70.0.0/16"]}}}}
 
 
 def gateway_server(name: str, cluster_id: str = "peer", ns: str = "default", mtu: int = 1340) -> dict:
@@ -317,7 +317,7 @@ def test_gitops_apply_converges_and_resync_skips(kube, controllers):
     kube.create(configuration("conv1"))
     wait_for(lambda: ready(kube, "Configuration", "default", "conv1"), 60, "conv1 Ready")
     obj = kube.get("Configuration", "default", "conv1")
-    assert re.match(r"^10\.\d+\.0\.0/16$", obj["status"]["remote"]["cidr"]["pod"]), obj["status"]
+    assert re.match(r"^10\.\d+\.0\.0/16$", obj["status"]["remote"]["cidr"]["pod"][0]), obj["status"]
     types = {c["type"]: c for c in obj["status"]["conditions"]}
     assert types["NetworkCIDRsConfigured"]["status"] == "True"  # the playbook's condition survived ours
     assert types["Reconciling"]["status"] == "False" and types["Degraded"]["status"] == "False"
@@ -325,7 +325,7 @@ def test_gitops_apply_converges_and_resync_skips(kube, controllers):
     events = [e for e in kube.list("Event", "default") if e["involvedObject"]["name"] == "conv1"]
     assert any(e["reason"] == "Reconciled" for e in events), events
 
-    kube.patch("Configuration", "default", "conv1", {"spec": {"remote": {"cidr": {"pod": "10.244.0.0/16"}}}})
+    kube.patch("Configuration", "default", "conv1", {"spec": {"remote": {"cidr": {"pod": ["10.244.0.0/16"]}}}})
     wait_for(lambda: ready(kube, "Configuration", "default", "conv1", generation=2), 60, "conv1 Ready at generation 2")
     # the second run at least was forked from the warm runner's pre-imported ansible-playbook (unless the speed
     # paths are off, `make e2e-plain`: then every run is a cold ansible-playbook)
@@ -355,7 +355,7 @@ def test_bad_input_is_degraded_naming_the_field_others_served(kube, controllers)
     assert "spec.remote.cidr.pod" in deg["message"] and "10.243.0.1/16" in deg["message"], deg
     assert "Allocate remapped CIDRs" in deg["message"], deg  # the failed task's name
     assert kube.condition("Configuration", "default", "bad1", "Ready")["status"] == "False"
-    assert kube.get("Configuration", "default", "good1")["status"]["remote"]["cidr"]["pod"]
+    assert kube.get("Configuration", "default", "good1")["status"]["remote"]["cidr"]["pod"][0]
     warn = [e for e in kube.list("Event", "default") if e["involvedObject"]["name"] == "bad1" and e["type"] == "Warning"]
     assert warn and "spec.remote.cidr.pod" in warn[0]["message"]
     # still serving: a new good object converges while bad1 keeps failing
@@ -388,8 +388,8 @@ def test_kill_mid_run_and_restart_converges_without_duplicates(kube, controllers
     by_owner = {(a["owner"], a["field"]): a["remapped"] for a in ledger}
     for n in names:
         st = kube.get("Configuration", "default", n)["status"]["remote"]["cidr"]
-        assert by_owner[(f"default/{n}", "pod")] == st["pod"]
-        assert by_owner[(f"default/{n}", "external")] == st["external"]
+        assert [by_owner[(f"default/{n}", "pod")]] == st["pod"]
+        assert [by_owner[(f"default/{n}", "external")]] == st["external"]
     assert ctl2.alive()
 
 

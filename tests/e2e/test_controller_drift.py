@@ -168,7 +168,7 @@ def targets(cluster, kind: str) -> list:
 
 
 def remapped(cluster):
-    return fabric.get(cluster, "configurations")[0]["status"]["remote"]["cidr"]["pod"]
+    return fabric.get(cluster, "configurations")[0]["status"]["remote"]["cidr"]["pod"][0]
 
 
 def traffic(lab) -> bool:

@@ -114,7 +114,7 @@ spec:
             conns = [get(c, "connections") for c in (a, b)]
             return all(c and c[0].get("status", {}).get("value") == "Connected" for c in conns)
         wait_for(connected, 180, interval=1, what="both Connections Connected")
-        remap = get(a, "configurations")[0]["status"]["remote"]["cidr"]["pod"]
+        remap = get(a, "configurations")[0]["status"]["remote"]["cidr"]["pod"][0]
         src, dst = a.nodes[1].pods[0], b.nodes[1].pods[0]   # pods on non-gateway nodes: the overlay too
         wait_for(lambda: a.ping(src.netns, translate(dst.ip, b.pod_cidr, remap)), 120, interval=1,
                  what="pod-to-pod traffic across the clusters")

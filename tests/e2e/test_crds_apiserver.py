@@ -17,7 +17,7 @@ import time
 import pytest
 import yaml
 
-from plugins.module_utils.crd_conversion import ANNOTATION
+from plugins.module_utils.crd_conversion import ANNOTATION, convert
 from tests.e2e.fabric import applyable
 from tests.lab.apiserver import ApiServer, ApiServerError
 from tests.unit.seed_examples import seed_examples
@@ -102,7 +102,7 @@ def test_seed_examples_apply_verbatim_and_read_back_via_v1beta1(api):
         back = json.loads(kubectl(api, "get", "-n", ns, "%s.v1beta1.%s" % (plural, GROUP), obj["metadata"]["name"], "-o", "json").stdout)
         assert back["apiVersion"] == GROUP + "/v1beta1"
         assert back["kind"] == obj["kind"]
-        _assert_subset(obj["spec"], back["spec"], obj["kind"])
+        _assert_subset(convert(obj, back["apiVersion"])["spec"], back["spec"], obj["kind"])  # CIDRs: lists of one
         assert back["metadata"]["labels"] == obj["metadata"]["labels"]
     # defaults from the schema were applied (Liqo's defaults where the seeds are silent)
     client = json.loads(kubectl(api, "get", "gatewayclients.v1beta1.%s" % GROUP, "client", "-o", "json").stdout)
@@ -134,8 +134,9 @@ def _seed(kind):
     return next(json.loads(json.dumps(o)) for dummy, o in seed_examples() if o["kind"] == kind)
 
 
-def _mutate(kind, field, value, name):
-    obj = _seed(kind)
+def _mutate(kind, field, value, name, version="v1alpha1"):
+    """The seeds' example of `kind` in `version` (as the webhook converts it), with `field` set to `value`."""
+    obj = convert(_seed(kind), "%s/%s" % (GROUP, version))
     obj["metadata"] = {"name": name}
     node = obj
     parts = field.split(".")
@@ -150,6 +151,8 @@ INVALID = [
     ("Configuration", "spec.remote.cidr.external", "10.70.0.0/33", "spec.remote.cidr.external"),
     ("Configuration", "spec.remote.cidr.pod", ["10.243.0.0/16", "10.244.0.0/16"], "spec.remote.cidr.pod"),
     ("Configuration", "spec.remote.cidr.pod", ["10.243.0.0/33"], "spec.remote.cidr.pod"),
+    ("Configuration", "spec.remote.cidr.pod", [], "spec.remote.cidr.pod"),
+    ("Configuration", "spec.local.cidr.external", ["10.70.0.0/16", "10.71.0.0/16"], "spec.local.cidr.external"),
     ("Configuration", "spec.remote.cidr.pod", 5, "spec.remote.cidr.pod"),
     ("Configuration", "spec.remote.cidr.pod", {"a": "b"}, "spec.remote.cidr.pod"),
     ("GatewayServer", "spec.mtu", 70000, "spec.mtu"),
@@ -166,8 +169,7 @@ INVALID = [
 @pytest.mark.parametrize("kind, field, value, path", INVALID, ids=["%s:%s=%r" % i[:3] for i in INVALID])
 def test_invalid_objects_rejected_with_422(api, version, kind, field, value, path):
     from kubernetes.client.rest import ApiException  # pylint: disable=import-outside-toplevel
-    obj = _mutate(kind, field, value, "bad-%s" % version)
-    obj["apiVersion"] = "%s/%s" % (GROUP, version)
+    obj = _mutate(kind, field, value, "bad-%s" % version, version)
     with pytest.raises(ApiException) as err:
         custom_api(api).create_namespaced_custom_object(GROUP, version, "default", PLURAL[kind], obj)
     assert err.value.status == 422
@@ -177,13 +179,13 @@ def test_invalid_objects_rejected_with_422(api, version, kind, field, value, pat
 def test_invalid_status_rejected_with_422(api):
     from kubernetes.client.rest import ApiException  # pylint: disable=import-outside-toplevel
     cust = custom_api(api)
-    obj = _mutate("Configuration", "spec.remote.cidr.pod", "10.243.0.0/16", "status-check")
-    obj["apiVersion"] = GROUP + "/v1beta1"
+    obj = _mutate("Configuration", "spec.remote.cidr.pod", ["10.243.0.0/16"], "status-check", "v1beta1")
     cust.create_namespaced_custom_object(GROUP, "v1beta1", "default", "configurations", obj)
-    with pytest.raises(ApiException) as err:
-        cust.patch_namespaced_custom_object_status(GROUP, "v1beta1", "default", "configurations", "status-check",
-                                                   {"status": {"remote": {"cidr": {"pod": "10.71.0.0/99"}}}})
-    assert err.value.status == 422
+    for bad in (["10.71.0.0/99"], "10.71.0.0/16", ["10.71.0.0/16", "10.72.0.0/16"]):
+        with pytest.raises(ApiException) as err:
+            cust.patch_namespaced_custom_object_status(GROUP, "v1beta1", "default", "configurations", "status-check",
+                                                       {"status": {"remote": {"cidr": {"pod": bad}}}})
+        assert err.value.status == 422 and "status.remote.cidr.pod" in err.value.body, bad
     cust.delete_namespaced_custom_object(GROUP, "v1beta1", "default", "configurations", "status-check")
 
 
@@ -197,7 +199,7 @@ def test_kubectl_get_prints_the_seed_columns(api):
     kubectl(api, "apply", "-f", "-", stdin=seed_examples()[1][0])  # GatewayServer server
     kubectl(api, "apply", "-f", "-", stdin=seed_examples()[2][0])  # GatewayClient client
     kubectl(api, "patch", "configurations.%s" % GROUP, "dry-paper", "--subresource=status", "--type=merge",
-            "-p", json.dumps({"status": {"remote": {"cidr": {"pod": "10.71.0.0/16", "external": "10.72.0.0/16"}}}}))
+            "-p", json.dumps({"status": {"remote": {"cidr": {"pod": ["10.71.0.0/16"], "external": ["10.72.0.0/16"]}}}}))
     kubectl(api, "patch", "gatewayservers.%s" % GROUP, "server", "--subresource=status", "--type=merge",
             "-p", json.dumps({"status": {"endpoint": {"addresses": ["10.42.3.54"], "port": 32133, "protocol": "UDP"}}}))
     conn = {"apiVersion": GROUP + "/v1alpha1", "kind": "Connection", "metadata": {"name": "crimson-field"},
@@ -216,10 +218,13 @@ def test_kubectl_get_prints_the_seed_columns(api):
         "connections": (["NAMESPACE", "NAME", "TYPE", "STATUS", "AGE"], ["default", "crimson-field", "Client", "Connected"]),
     }
     for plural, (header, row) in expected.items():
-        table = _table(kubectl(api, "get", "%s.%s" % (plural, GROUP), "-A").stdout)
-        assert table[0] == header, plural
-        rows = [r for r in table[1:] if r[1] == row[1]]
-        assert len(rows) == 1 and rows[0][:-1] == row and re.fullmatch(r"\d+[smhd]\w*", rows[0][-1]), (plural, table)
+        for version in ("", ".v1beta1", ".v1alpha1"):  # kubectl's default (v1beta1, preferred) and each version
+            table = _table(kubectl(api, "get", "%s%s.%s" % (plural, version, GROUP), "-A").stdout)
+            assert table[0] == header, plural
+            rows = [r for r in table[1:] if r[1] == row[1]]
+            assert len(rows) == 1 and rows[0][:-1] == row and re.fullmatch(r"\d+[smhd]\w*", rows[0][-1]), (plural, version, table)
+    wide = _table(kubectl(api, "get", "configurations.v1beta1.%s" % GROUP, "-A", "-o", "wide").stdout)
+    assert [r for r in wide if r[1] == "dry-paper"][0][5:7] == ["10.70.0.0/16", "10.72.0.0/16"], wide
 
 
 # ------------------------------------------------------------------ issue 18: Liqo-shaped gateways honoured
@@ -255,7 +260,7 @@ def _liqo_objects(raw_server, raw_client):
     ] + [
         {"apiVersion": b1, "kind": "Configuration",
          "metadata": {"name": "peer", "namespace": ns, "labels": {"liqo.io/remote-cluster-id": PEER_ID}},
-         "spec": {"remote": {"cidr": {"pod": "10.243.0.0/16"}}}} for ns in ("liqo-tenant-s", "liqo-tenant-c")
+         "spec": {"remote": {"cidr": {"pod": ["10.243.0.0/16"]}}}} for ns in ("liqo-tenant-s", "liqo-tenant-c")
     ] + [
         # the seeds' labelling (this cluster's id) in the server's namespace, Liqo's (the owner's) in the client's
         {"apiVersion": b1, "kind": "PublicKey", "metadata": {"name": "peer", "namespace": "liqo-tenant-s", "labels": {
@@ -295,7 +300,7 @@ def test_liqo_shaped_gateways_are_honoured(api):
     assert not [s for s in secrets if "wg-server" in s or "wg-client" in s]   # no key generated: the user's are used
 
     for ns in ("liqo-tenant-s", "liqo-tenant-c"):   # what the IPAM writes
-        kube.patch("Configuration", ns, "peer", {"status": {"remote": {"cidr": {"pod": "10.71.0.0/16"}}}}, subresource="status")
+        kube.patch("Configuration", ns, "peer", {"status": {"remote": {"cidr": {"pod": ["10.71.0.0/16"]}}}}, subresource="status")
     out = gateway_incluster.controller_side(kube, "GatewayClient", "liqo-tenant-c", "client", "10.80.0.0/16")
     assert out["error"] is None, out["error"]
     plans, keys = gateway_incluster.pod_side(kube, "GatewayClient", "liqo-tenant-c", "client", None, "10.80.0.0/16")
@@ -335,7 +340,7 @@ def test_liqo_values_accepted_by_the_api_refused_by_the_gateway(api, kind, name,
 
 def test_liqo_configuration_with_list_cidrs_and_no_external_is_served(api):
     """Issue 18: Liqo's v1beta1 Configuration (list CIDRs, spec.local too) and one without external are accepted;
-    the IPAM reads both and writes the remapped CIDRs in the spec's shape."""
+    the IPAM reads both and writes the remapped CIDRs in v1beta1's shape (lists of one), read as strings in v1alpha1."""
     from ansible_collections.liqo.fabric.plugins.module_utils import ipam_store  # pylint: disable=import-outside-toplevel
     from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import Kube  # pylint: disable=import-outside-toplevel
     kubectl(api, "create", "namespace", "liqo", check=False)
@@ -354,7 +359,8 @@ def test_liqo_configuration_with_list_cidrs_and_no_external_is_served(api):
                          namespace="liqo-tenant-l")
     got = {o["metadata"]["name"]: o for o in kube.list("Configuration", "liqo-tenant-l")}
     assert got["liqo-shaped"]["status"]["remote"]["cidr"] == {"pod": ["10.243.0.0/16"], "external": ["10.201.0.0/16"]}
-    assert got["no-external"]["status"]["remote"]["cidr"] == {"pod": "10.244.0.0/16"}
+    assert got["no-external"]["status"]["remote"]["cidr"] == {"pod": ["10.244.0.0/16"]}
+    assert _get(api, "Configuration", "v1alpha1", "liqo-tenant-l", "no-external")["status"]["remote"]["cidr"] == {"pod": "10.244.0.0/16"}
     table = _table(kubectl(api, "get", "configurations.%s" % GROUP, "-n", "liqo-tenant-l").stdout)
     assert ["no-external", "10.244.0.0/16", "10.244.0.0/16"] == table[[r[0] for r in table].index("no-external")][:3]
 
@@ -367,11 +373,9 @@ def _get(api, kind, version, ns, name):
 
 
 def _liqo_v1beta1_examples():
-    """tests/unit/data: Liqo-shaped v1beta1 objects written for this project (a Configuration with two pod CIDRs
-    is left out: refused by the schema, one Configuration per CIDR, deploy/crds/README.md)."""
+    """tests/unit/data: Liqo-shaped v1beta1 objects written for this project."""
     with open(os.path.join(ROOT, "tests", "unit", "data", "liqo_v1beta1_examples.yaml"), encoding="utf-8") as f:
-        docs = [d for d in yaml.safe_load_all(f) if d]
-    return [d for d in docs if d["kind"] != "Configuration" or len(d["spec"]["remote"]["cidr"]["pod"]) == 1]
+        return [d for d in yaml.safe_load_all(f) if d]
 
 
 def _round_trip(api, obj, ns):
@@ -396,14 +400,14 @@ def _round_trip(api, obj, ns):
 
 
 def test_seed_objects_round_trip_through_v1beta1(api):
-    """The seeds' v1alpha1 objects, verbatim: stored as written (one CIDR string, one port), read in v1beta1,
-    applied back in v1beta1: no diff, nothing written."""
+    """The seeds' v1alpha1 objects, verbatim: stored in v1beta1 (a CIDR string as Liqo's list of one), read in
+    v1beta1, applied back in v1beta1: no diff, nothing written."""
     kubectl(api, "create", "namespace", "seeds-rt", check=False)
     for dummy, obj in seed_examples():
         stored, there = _round_trip(api, obj, "seeds-rt")
         assert ANNOTATION not in (there["metadata"].get("annotations") or {}), obj["kind"]
         if obj["kind"] == "Configuration":
-            assert stored["spec"]["remote"]["cidr"] == {"pod": "10.243.0.0/16", "external": "10.70.0.0/16"}
+            assert stored["spec"]["remote"]["cidr"] == {"pod": ["10.243.0.0/16"], "external": ["10.70.0.0/16"]}
 
 
 def test_liqo_v1beta1_objects_round_trip_through_v1alpha1(api):
@@ -468,7 +472,7 @@ def test_webhook_down_clear_error_nothing_written_then_converges(api):
             break
         time.sleep(0.2)
     assert proc.returncode == 0, proc.stderr
-    assert _get(api, "Configuration", "v1beta1", ns, "while-down")["spec"]["remote"]["cidr"]["pod"] == "10.243.0.0/16"
+    assert _get(api, "Configuration", "v1beta1", ns, "while-down")["spec"]["remote"]["cidr"]["pod"] == ["10.243.0.0/16"]
     kubectl(api, "patch", "-n", ns, "gatewayclients.v1alpha1.%s" % GROUP, existing["metadata"]["name"],
             "--type=merge", "-p", json.dumps({"spec": {"mtu": 1400}}))
     after = _get(api, "GatewayClient", "v1beta1", ns, existing["metadata"]["name"])
@@ -526,12 +530,148 @@ def test_v1alpha1_is_the_seeds_shape_v1beta1_fields_are_refused(api, kind, field
     field (not pruned silently), and nothing is written; the same object is fine as v1beta1."""
     from kubernetes.client.rest import ApiException  # pylint: disable=import-outside-toplevel
     obj = _mutate(kind, field, value, "alpha-list")
-    obj["apiVersion"] = GROUP + "/v1alpha1"
     with pytest.raises(ApiException) as err:
         custom_api(api).create_namespaced_custom_object(GROUP, "v1alpha1", "default", PLURAL[kind], obj)
     assert err.value.status == 422 and field in err.value.body
-    obj["apiVersion"] = GROUP + "/v1beta1"
+    obj = _mutate(kind, field, value, "alpha-list", "v1beta1")
     if field == "spec.endpoint.ports":
         del obj["spec"]["endpoint"]["port"]  # v1beta1: exactly one of port and ports
     custom_api(api).create_namespaced_custom_object(GROUP, "v1beta1", "default", PLURAL[kind], obj)
     custom_api(api).delete_namespaced_custom_object(GROUP, "v1beta1", "default", PLURAL[kind], "alpha-list")
+
+
+@pytest.mark.parametrize("field", ["spec.local.cidr.pod", "spec.remote.cidr.pod", "spec.remote.cidr.external",
+                                   "status.remote.cidr.pod"])
+def test_v1beta1_is_liqos_shape_a_cidr_string_is_refused(api, field):
+    """v1beta1 takes Liqo's list only: one CIDR string there is refused with 422 naming the field (it would be
+    stored as a string a Liqo client, whose type is a list, cannot decode); the list of one is accepted."""
+    from kubernetes.client.rest import ApiException  # pylint: disable=import-outside-toplevel
+    cust = custom_api(api)
+    obj = _mutate("Configuration", field, "10.243.0.0/16", "beta-string", "v1beta1")
+    with pytest.raises(ApiException) as err:
+        if field.startswith("status."):  # the status is written through its subresource only
+            cust.create_namespaced_custom_object(GROUP, "v1beta1", "default", "configurations", dict(obj, status={}))
+            cust.patch_namespaced_custom_object_status(GROUP, "v1beta1", "default", "configurations", "beta-string",
+                                                       {"status": obj["status"]})
+        else:
+            cust.create_namespaced_custom_object(GROUP, "v1beta1", "default", "configurations", obj)
+    assert err.value.status == 422 and field in err.value.body and "must be of type array" in err.value.body, err.value.body
+    kubectl(api, "delete", "configurations.%s" % GROUP, "beta-string", "--ignore-not-found")
+    cust.create_namespaced_custom_object(GROUP, "v1beta1", "default", "configurations",
+                                         _mutate("Configuration", field, ["10.243.0.0/16"], "beta-string", "v1beta1"))
+    kubectl(api, "delete", "configurations.%s" % GROUP, "beta-string")
+
+
+def test_diagnose_proves_the_webhook_answers_and_names_it_when_down(api):
+    """liqo.fabric.diagnose's "CRD conversion webhook" check: beyond the CRDs' clientConfig, a v1alpha1 dry-run
+    create of each converted kind goes through the webhook (nothing written). Up: three passing checks; down: three
+    failed ones naming the URL and carrying the apiserver's error; back up: passing again."""
+    from ansible_collections.liqo.fabric.plugins.module_utils import diagnose  # pylint: disable=import-outside-toplevel
+    from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import Kube  # pylint: disable=import-outside-toplevel
+    from ansible_collections.liqo.fabric.plugins.modules.diagnose_api import conversion_probe  # pylint: disable=import-outside-toplevel
+    kube = Kube(api.kubeconfig)
+
+    def checks():
+        started = time.monotonic()
+        out = [c for c in diagnose.crd_checks("lab", kube.list("CustomResourceDefinition"), "install-it",
+                                              probe=conversion_probe(kube)) if c["check"] == "CRD conversion webhook"]
+        return out, time.monotonic() - started
+
+    def written():
+        return [n for p in ("configurations", "gatewayservers", "gatewayclients")
+                for n in kubectl(api, "get", "%s.%s" % (p, GROUP), "-A", "-o", "name").stdout.split() if "diagnose" in n]
+    try:
+        up, took_up = checks()
+        assert [c["object"].split()[1] for c in up] == ["configurations.%s" % GROUP, "gatewayclients.%s" % GROUP,
+                                                        "gatewayservers.%s" % GROUP]
+        assert all(c["ok"] and c["detail"].endswith("answers (a v1alpha1 dry-run create converted)") for c in up), up
+        api.stop_webhook()
+        down, took_down = checks()
+        assert [c["ok"] for c in down] == [False] * 3, down
+        for c in down:
+            assert api.webhook_url in c["cause"] and "does not answer" in c["cause"], c
+            assert re.search(r"conversion webhook for networking\.liqo\.io/v1\w+, Kind=\w+ failed: Post \"%s" % re.escape(api.webhook_url),
+                             c["detail"]) and "connection refused" in c["detail"], c
+            assert "--mode webhook" in c["fix"]
+    finally:
+        api.restart_webhook()
+        kube.close()
+    assert written() == []  # dry runs only
+    print("diagnose webhook probe: up %.0f ms, down %.0f ms (3 CRDs)" % (took_up * 1000, took_down * 1000))
+    kube = Kube(api.kubeconfig)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            again, dummy = checks()
+            if all(c["ok"] for c in again) or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert all(c["ok"] for c in again), again
+    finally:
+        kube.close()
+
+
+def test_renewed_webhook_secret_reaches_a_running_webhook_without_restart(api, tmp_path):
+    """In-cluster renewal, on the lab apiserver: a webhook serving files kept equal to its Secret
+    (--webhook-secret, controller/webhook_sync.py) and the Configuration CRD pointing at it; the Secret and the
+    CRD's caBundle renewed with a new CA (what another replica's start does): v1alpha1 reads go on working through
+    the same running webhook, which now presents the new certificate."""
+    import base64  # pylint: disable=import-outside-toplevel
+    from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import Kube  # pylint: disable=import-outside-toplevel
+    from controller import webhook_sync  # pylint: disable=import-outside-toplevel
+    from controller.conversion import ConversionServer  # pylint: disable=import-outside-toplevel
+    from tests.lab.pki import make_pki, make_serving_cert  # pylint: disable=import-outside-toplevel
+
+    def pair(name):
+        d = tmp_path / name
+        d.mkdir()
+        pki = make_pki(str(d), name)
+        cert = make_serving_cert(str(d), pki["ca.crt"], pki["ca.key"], "webhook")
+        return {k: open(p, "rb").read() for k, p in (("ca.crt", pki["ca.crt"]), ("tls.crt", cert["crt"]), ("tls.key", cert["key"]))}
+
+    def secret(pems):
+        return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "sync-test-tls", "namespace": "liqo"},
+                "data": {k: base64.b64encode(v).decode() for k, v in pems.items()}}
+
+    def point_crd(url, pems):
+        kubectl(api, "patch", "crd", crd, "--type=merge", "-p", json.dumps({"spec": {"conversion": {"webhook": {
+            "clientConfig": {"url": url, "caBundle": base64.b64encode(pems["ca.crt"]).decode()}}}}}))
+
+    def reads_in_v1alpha1():
+        proc = kubectl(api, "get", "configurations.v1alpha1.%s" % GROUP, "-A", "-o", "name", check=False)
+        return proc.returncode == 0 and proc.stdout.strip() != ""
+
+    crd = "configurations.%s" % GROUP
+    old, new = pair("old"), pair("new")
+    kubectl(api, "create", "namespace", "liqo", check=False)
+    kubectl(api, "apply", "-f", "-", stdin=yaml.safe_dump(secret(old)))
+    kube = Kube(api.kubeconfig)
+    files = (str(tmp_path / "tls.crt"), str(tmp_path / "tls.key"))
+    before = json.loads(kubectl(api, "get", "crd", crd, "-o", "json").stdout)["spec"]["conversion"]
+    sync = webhook_sync.WebhookSecretSync(kube, "liqo", "sync-test-tls", *files, period=0.2)
+    assert sync.sync_once() and not sync.sync_once()  # what the init container wrote; then nothing to do
+    server = ConversionServer("127.0.0.1", 0, *files)
+    server.start()
+    sync.start()
+    try:
+        point_crd("https://127.0.0.1:%d/convert" % server.port, old)
+        deadline = time.monotonic() + 30
+        while not reads_in_v1alpha1():
+            assert time.monotonic() < deadline, "the apiserver never converted through the test webhook"
+            time.sleep(0.2)
+        kubectl(api, "apply", "-f", "-", stdin=yaml.safe_dump(secret(new)))  # renewed by "another replica"
+        started = time.monotonic()
+        point_crd("https://127.0.0.1:%d/convert" % server.port, new)
+        while not reads_in_v1alpha1():
+            assert time.monotonic() - started < 30, "the running webhook never served the renewed certificate"
+            time.sleep(0.1)
+        took = time.monotonic() - started
+        with open(files[0], "rb") as f:
+            assert f.read() == new["tls.crt"]
+        print("renewed webhook Secret trusted by the apiserver through the running webhook after %.1f s" % took)
+    finally:
+        sync.stop()
+        server.stop()
+        kube.close()
+        kubectl(api, "patch", "crd", crd, "--type=merge", "-p", json.dumps({"spec": {"conversion": before}}))
+        kubectl(api, "delete", "secret", "-n", "liqo", "sync-test-tls", check=False)

@@ -40,7 +40,7 @@ def connection(cluster):
 
 def remapped(cluster):
     """This cluster's remapped CIDR for the other cluster's pods."""
-    return get(cluster, "configurations")[0]["status"]["remote"]["cidr"]["pod"]
+    return get(cluster, "configurations")[0]["status"]["remote"]["cidr"]["pod"][0]
 
 
 def test_connect_wait_reports_connected_with_real_values(lab):

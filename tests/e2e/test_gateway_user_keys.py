@@ -91,8 +91,8 @@ def test_user_keys_ports_lists_and_seed_labelling_reach_connected(lab):
     assert get(a, "gatewayclients")[0]["status"]["secretRef"]["name"] == "my-keys"
     # pod traffic across, through the remap, on the user's keys
     pod_a, pod_b = a.gateway_nodes[0].pods[0], b.gateway_nodes[0].pods[0]
-    remapped_in_a = get(a, "configurations")[0]["status"]["remote"]["cidr"]["pod"]
-    remapped_in_b = get(b, "configurations")[0]["status"]["remote"]["cidr"]["pod"]
+    remapped_in_a = get(a, "configurations")[0]["status"]["remote"]["cidr"]["pod"][0]
+    remapped_in_b = get(b, "configurations")[0]["status"]["remote"]["cidr"]["pod"][0]
     with PeerServer(pod_b.netns):
         seen = seen_source(pod_a.netns, translate(pod_b.ip, b.pod_cidr, remapped_in_a))
         assert seen == translate(pod_a.ip, a.pod_cidr, remapped_in_b)

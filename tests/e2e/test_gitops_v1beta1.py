@@ -137,7 +137,7 @@ def test_liqo_v1beta1_files_and_the_controller_connect_two_clusters(lab, tmp_pat
             assert gw["status"]["secretRef"]["name"] == "gateway-keys", gw["status"]
             ready = [c for c in gw["status"].get("conditions", []) if c["type"] == "Ready"]
             assert ready and ready[0]["status"] == "True", gw["status"]
-        # the IPAM remapped the overlapping pod CIDR and wrote it in the spec's shape (Liqo's list)
+        # the IPAM remapped the overlapping pod CIDR and wrote it in v1beta1's shape (Liqo's list of one)
         remap = {}
         for cluster in (a, b):
             (conf,) = get(cluster, "configurations")

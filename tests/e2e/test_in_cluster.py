@@ -316,7 +316,7 @@ def test_ipam_in_cluster_remaps_the_seeds_configuration(connected, installed):
     a = installed["a"]
     conf = get_json(a, "configurations", "dry-paper")
     assert condition(conf, "Ready").get("status") == "True" and condition(conf, "Degraded").get("status") == "False"
-    remapped = conf["status"]["remote"]["cidr"]["pod"]
+    remapped = conf["status"]["remote"]["cidr"]["pod"][0]
     assert remapped != "10.243.0.0/16" and remapped.endswith("/16"), conf["status"]
     out = kubectl(a, "get", "configurations.networking.liqo.io", "-A").stdout
     assert "10.243.0.0/16" in out and remapped in out, out
@@ -524,7 +524,7 @@ def test_live_peer_health_in_the_active_gateway_pods(connected, installed):
     FIGURES["in-cluster: the drop gone -> Connection Connected (s)"] = round(time.monotonic() - t1, 2)
     print(f"in-cluster: Connected {time.monotonic() - t1:.2f} s after the drop was removed")
     src = workload_pods(a)[0]
-    view = get_json(a, "configurations", "dry-paper")["status"]["remote"]["cidr"]["pod"]
+    view = get_json(a, "configurations", "dry-paper")["status"]["remote"]["cidr"]["pod"][0]
     targets = [remapped(p.status.pod_ip, view) for p in workload_pods(b)]
     wait_for(lambda: all(r.get("icmp") == "ok" for r in probe_from(a, src.metadata.name, targets).values()),
              timeout=60, interval=2, what="pods reach each other again after the drop was removed")
@@ -636,8 +636,8 @@ def test_pod_to_pod_across_clusters_at_the_remapped_address(connected, installed
     for c in (a, b):
         wait_for(lambda c=c: len(workload_pods(c)) == len(c.nodes), timeout=120, what=f"{c.name}: a workload pod per node")
     # what each cluster calls the other's pods (its Configuration's status)
-    view = {"a": get_json(a, "configurations", "dry-paper")["status"]["remote"]["cidr"]["pod"],
-            "b": get_json(b, "configurations", "crimson-field")["status"]["remote"]["cidr"]["pod"]}
+    view = {"a": get_json(a, "configurations", "dry-paper")["status"]["remote"]["cidr"]["pod"][0],
+            "b": get_json(b, "configurations", "crimson-field")["status"]["remote"]["cidr"]["pod"][0]}
     pods_of = {c.name: {p.metadata.name: (p.status.pod_ip, p.spec.node_name) for p in workload_pods(c)} for c in (a, b)}
     assert sorted(where for _ip, where in pods_of["a"].values()) == sorted(n.name for n in a.nodes)
     t0 = time.monotonic()
@@ -735,7 +735,7 @@ def test_pod_to_pod_throughput_against_the_tunnel(connected, installed):
     gw_a, gw_b = active_gateway(a, "client"), active_gateway(b, "server")
     src = next(p for p in workload_pods(a) if p.spec.node_name != gw_a.spec.node_name)
     dst = next(p for p in workload_pods(b) if p.spec.node_name != gw_b.spec.node_name)
-    view = get_json(a, "configurations", "dry-paper")["status"]["remote"]["cidr"]["pod"]
+    view = get_json(a, "configurations", "dry-paper")["status"]["remote"]["cidr"]["pod"][0]
     pids = {"src": host_pid(a, src.metadata.name), "dst": host_pid(b, dst.metadata.name),
             "gw_a": host_pid(a, gw_a.metadata.name), "gw_b": host_pid(b, gw_b.metadata.name)}
     pod_runs, tunnel_runs = [], []
@@ -854,7 +854,7 @@ def test_drift_is_repaired_by_the_node_agents_and_the_gateway_pods(connected, in
                               if (x.get("status") or {}).get("value") == "Connected"], timeout=90,
                  what=f"{c.name}: Connection Connected again")
     src = workload_pods(a)[0]
-    view = get_json(a, "configurations", "dry-paper")["status"]["remote"]["cidr"]["pod"]
+    view = get_json(a, "configurations", "dry-paper")["status"]["remote"]["cidr"]["pod"][0]
     targets = [remapped(p.status.pod_ip, view) for p in workload_pods(b)]
     wait_for(lambda: all(r.get("icmp") == "ok" for r in probe_from(a, src.metadata.name, targets).values()),
              timeout=90, interval=2, what="pods reach each other again after the repairs")
@@ -868,7 +868,7 @@ def test_a_node_agent_pod_deleted_comes_back_and_traffic_goes_on(connected, inst
     gw_node = active_gateway(a, "client").spec.node_name
     src = next(p for p in workload_pods(a) if p.spec.node_name != gw_node)   # a node whose pods use the overlay
     agent = next(p for p in ready_pods(a, "liqo-fabric-node-agent") if p.spec.node_name == src.spec.node_name)
-    view = get_json(a, "configurations", "dry-paper")["status"]["remote"]["cidr"]["pod"]
+    view = get_json(a, "configurations", "dry-paper")["status"]["remote"]["cidr"]["pod"][0]
     target = remapped(workload_pods(b)[0].status.pod_ip, view)
     before = netns.run(["ip", "netns", "exec", a.node(src.spec.node_name).netns, "ip", "route", "show", "table", "18952"]).stdout
     # 15 s of pings at 5/s from a pod on that node while its agent is deleted and replaced
@@ -903,7 +903,7 @@ def test_a_node_added_joins_the_fabric_and_a_removed_one_leaves_nothing(connecte
     gateway pods watch the Nodes): a pod on it is reached from the other cluster at its remapped address. The node
     removed, the gateway pod's link and route to it go."""
     a, b = installed["a"], installed["b"]
-    view_b = get_json(b, "configurations", "crimson-field")["status"]["remote"]["cidr"]["pod"]
+    view_b = get_json(b, "configurations", "crimson-field")["status"]["remote"]["cidr"]["pod"][0]
     src = workload_pods(b)[0].metadata.name
     t0 = time.monotonic()
     plan = a.add_node()
@@ -1032,7 +1032,7 @@ def test_gateway_failover_to_the_standby(connected, installed, cluster, name):
     # (a process may end between the shell's glob and its read: the exit code is not the point)
     assert "wireguard-go" in kubectl(c, "exec", standby.metadata.name, "--", "sh", "-c",
                                      "cat /proc/[0-9]*/comm 2>/dev/null", check=False).stdout.split()
-    view = get_json(a, "configurations", "dry-paper")["status"]["remote"]["cidr"]["pod"]
+    view = get_json(a, "configurations", "dry-paper")["status"]["remote"]["cidr"]["pod"][0]
     target = remapped(workload_pods(b)[0].status.pod_ip, view)
     pinger = Pinger(a.nodes[-1].netns, target)
     try:
@@ -1203,7 +1203,7 @@ def test_a_load_balancer_gateway_server(connected, installed):
             a, "exec", active_gateway(a, "client").metadata.name, "--", "wg", "show", check=False).stdout,
             timeout=90, what="the client's WireGuard endpoint at the load balancer")
         # a workload pod of a reaches one of b through the tunnel, whose outer packets go to that address only
-        view = get_json(a, "configurations", "dry-paper")["status"]["remote"]["cidr"]["pod"]
+        view = get_json(a, "configurations", "dry-paper")["status"]["remote"]["cidr"]["pod"][0]
         src = workload_pods(a)[0].metadata.name
         dst = remapped(workload_pods(b)[0].status.pod_ip, view)
         wait_for(lambda: probe_from(a, src, [dst]).get(dst, {}).get("icmp") == "ok", timeout=90, interval=2,

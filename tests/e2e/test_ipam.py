@@ -88,7 +88,7 @@ def ensure_namespace(k, name):
 def create_conf(k, namespace, name, pod, external):
     body = {"apiVersion": "%s/%s" % (GROUP, VERSION), "kind": "Configuration",
             "metadata": {"name": name, "namespace": namespace},
-            "spec": {"remote": {"cidr": {"pod": pod, "external": external}}}}
+            "spec": {"remote": {"cidr": {"pod": [pod], "external": [external]}}}}
     return k.create(body)
 
 
@@ -199,7 +199,7 @@ def test_generated_configuration_describes_the_peer(lab, peered):
     assert conf["kind"] == "Configuration" and conf["apiVersion"] == "networking.liqo.io/v1beta1"
     assert conf["metadata"]["name"] == conf_name(b) == "b"  # the friendly name (the kubeconfig's name of b)
     assert conf["metadata"]["labels"]["liqo.io/remote-cluster-id"] == b.cluster_id
-    assert conf["spec"]["remote"]["cidr"] == {"pod": LOCAL_POD, "external": b.external_cidr or "10.70.0.0/16"}
+    assert conf["spec"]["remote"]["cidr"] == {"pod": [LOCAL_POD], "external": [b.external_cidr or "10.70.0.0/16"]}
 
 
 def test_kubectl_shows_desired_and_remapped_pod_cidr(lab, peered):
@@ -217,7 +217,7 @@ def test_kubectl_shows_desired_and_remapped_pod_cidr(lab, peered):
         for local in local_nets(cluster):
             assert not remapped.overlaps(local), (remapped, local)
         conf = kube(cluster).get("Configuration", "default", conf_name(lab[peer]))
-        assert conf["status"]["remote"]["cidr"]["pod"] == str(remapped)
+        assert conf["status"]["remote"]["cidr"]["pod"] == [str(remapped)]  # v1beta1: Liqo's list
         assert condition(conf)["status"] == "True" and condition(conf)["reason"] == "Allocated"
         assert result["allocations"]["default/%s" % conf_name(lab[peer])]["pod"] == str(remapped)
         state, dummy = ledger(kube(cluster))
@@ -257,7 +257,7 @@ def test_check_mode_writes_nothing_then_free_remote_cidr_is_kept(lab, peered):
     res = ipam_store.reconcile(k, local_config(a))
     assert res.changed and res.status_writes == ["keep/k"]
     conf = k.get("Configuration", "keep", "k")
-    assert conf["status"]["remote"]["cidr"] == {"pod": "10.244.0.0/16", "external": "10.72.0.0/16"}
+    assert conf["status"]["remote"]["cidr"] == {"pod": ["10.244.0.0/16"], "external": ["10.72.0.0/16"]}
     assert condition(conf)["status"] == "True"
     after, dummy = ledger(k)
     assert allocations_by_key(after)[("keep/k", "pod")]["remapped"] == "10.244.0.0/16"
@@ -277,7 +277,7 @@ def test_deleting_a_configuration_releases_its_prefixes(lab, peered):
     res = ipam_store.reconcile(k, local)
     first = res.allocations["rel/r1"]
     assert first["pod"] != LOCAL_POD and first["external"] != "10.70.0.0/16"
-    assert k.get("Configuration", "rel", "r1")["status"]["remote"]["cidr"] == first
+    assert k.get("Configuration", "rel", "r1")["status"]["remote"]["cidr"] == {f: [v] for f, v in first.items()}
 
     delete_conf(k, "rel", "r1")
     res = ipam_store.reconcile(k, local)
@@ -396,7 +396,7 @@ def test_local_cidr_overlapping_a_reserved_one_fails_and_allocates_nothing(lab, 
     # fixed configuration: served on the next run
     ipam_store.reconcile(k, local_config(a), namespace="err-local")
     conf = k.get("Configuration", "err-local", "w")
-    assert conf["status"]["remote"]["cidr"]["pod"] == "10.246.0.0/16" and condition(conf)["status"] == "True"
+    assert conf["status"]["remote"]["cidr"]["pod"] == ["10.246.0.0/16"] and condition(conf)["status"] == "True"
 
 
 def test_missing_kubeconfig_is_named_in_the_message(tmp_path):

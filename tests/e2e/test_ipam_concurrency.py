@@ -60,7 +60,7 @@ def _spec(n):
 def _body(namespace, name, pod, external):
     return {"apiVersion": "%s/%s" % (GROUP, VERSION), "kind": "Configuration",
             "metadata": {"name": name, "namespace": namespace},
-            "spec": {"remote": {"cidr": {"pod": pod, "external": external}}}}
+            "spec": {"remote": {"cidr": {"pod": [pod], "external": [external]}}}}
 
 
 def _assert_disjoint(pairs, local, what):
@@ -159,11 +159,11 @@ def test_concurrent_allocators_never_collide_and_converge(cluster):
     statuses = []
     for conf in confs:
         owner = "%s/%s" % (conf["metadata"]["namespace"], conf["metadata"]["name"])
-        cidr = conf["status"]["remote"]["cidr"]
+        cidr = {f: v[0] for f, v in conf["status"]["remote"]["cidr"].items()}  # v1beta1: lists of one
         assert cidr == {"pod": by_key[(owner, "pod")], "external": by_key[(owner, "external")]}, owner
         cond = [c for c in conf["status"]["conditions"] if c["type"] == ipam_store.CONDITION][0]
         assert cond["status"] == "True", (owner, cond)
-        spec = conf["spec"]["remote"]["cidr"]
+        spec = {f: v[0] for f, v in conf["spec"]["remote"]["cidr"].items()}
         for field in ("pod", "external"):
             assert ipaddress.ip_network(cidr[field]).prefixlen == ipaddress.ip_network(spec[field]).prefixlen
             statuses.append(((owner, field), cidr[field]))

@@ -81,7 +81,7 @@ def test_rotation_under_a_50ms_ping_loses_nothing(lab):
         OLD[c.name] = {"private": keys["privateKey"], "public": keys["publicKey"]}
         assert wg(c, "public-key") == keys["publicKey"]
     pod_a, pod_b = a.gateway_nodes[0].pods[0], b.gateway_nodes[0].pods[0]
-    remapped = get(a, "configurations")[0]["status"]["remote"]["cidr"]["pod"]
+    remapped = get(a, "configurations")[0]["status"]["remote"]["cidr"]["pod"][0]
     target = translate(pod_b.ip, b.pod_cidr, remapped)
     count = PING_SECONDS * 20
     ping = netns.popen_in(pod_a.netns, ["ping", "-n", "-i", "0.05", "-c", str(count), "-W", "10", target],

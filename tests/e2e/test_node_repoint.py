@@ -51,7 +51,7 @@ metadata:
   labels: {{liqo.io/remote-cluster-id: {REMOTE_ID}}}
 spec:
   remote:
-    cidr: {{pod: 10.243.0.0/16}}
+    cidr: {{pod: [10.243.0.0/16]}}
 """
 POD = """
 apiVersion: v1
@@ -110,7 +110,7 @@ def test_node_agent_repoints_in_process(lab1, tmp_path):
     cluster = lab1["a"]
     node = cluster.nodes[0]
     apply_yaml(cluster, OBJECTS)
-    put_status(cluster, "Configuration", "repoint-peer", {"remote": {"cidr": {"pod": REMOTE_CIDR}}})
+    put_status(cluster, "Configuration", "repoint-peer", {"remote": {"cidr": {"pod": [REMOTE_CIDR]}}})
     ips = {}
     for i, name in enumerate(("gw-old", "gw-new")):
         apply_yaml(cluster, POD.format(name=name, node=node.name))

@@ -26,7 +26,7 @@ def lab():
 
 
 def remapped(cluster):
-    return fabric.get(cluster, "configurations")[0]["status"]["remote"]["cidr"]["pod"]
+    return fabric.get(cluster, "configurations")[0]["status"]["remote"]["cidr"]["pod"][0]
 
 
 def overlay(lab, cluster, **extra):

@@ -54,8 +54,8 @@ def main() -> int:
                 step(f"cluster {cluster.name}: kubectl get {kind}.networking.liqo.io -A")
                 print(kubectl(cluster.kubeconfig, "get", f"{kind}.networking.liqo.io", "-A"))
 
-        remap_a = fabric.get(a, "configurations")[0]["status"]["remote"]["cidr"]["pod"]
-        remap_b = fabric.get(b, "configurations")[0]["status"]["remote"]["cidr"]["pod"]
+        remap_a = fabric.get(a, "configurations")[0]["status"]["remote"]["cidr"]["pod"][0]
+        remap_b = fabric.get(b, "configurations")[0]["status"]["remote"]["cidr"]["pod"][0]
         src, dst = a.nodes[1].pods[0], b.nodes[2].pods[1]
         target = translate(dst.ip, b.pod_cidr, remap_a)
         step(f"cross-cluster request: {src.name} of a ({src.ip}, on {a.nodes[1].name}) connects to {target}, "

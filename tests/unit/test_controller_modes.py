@@ -51,3 +51,29 @@ def test_a_gateway_pod_watches_its_services_load_balancer():
     assert svc[0].key == "{cluster}/gateway-pod" and svc[0].label_selector == "networking.liqo.io/component=gateway"
     assert "status.loadBalancer" in svc[0].inputs and svc[0].playbook.endswith("gateway_pod.yml")
     assert watchmap.RESOURCES["Service"].plural == "services"
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--webhook-secret", "liqo/tls"], "--webhook-secret needs --webhook-cert and --webhook-key"),
+    (["--webhook-secret", "tls", "--webhook-cert", "c", "--webhook-key", "k"], "--webhook-secret: 'tls' must be NAMESPACE/NAME"),
+    (["--webhook-secret", "a/b/c", "--webhook-cert", "c", "--webhook-key", "k"], "--webhook-secret: 'a/b/c' must be NAMESPACE/NAME"),
+])
+def test_webhook_secret_flag_errors_name_it(argv, message):
+    """--webhook-secret (in-cluster: the webhook's files follow their Secret, controller/webhook_sync.py)."""
+    with pytest.raises(SystemExit) as exc:
+        cli.start_webhook_sync(cli.parse_args(argv), {"local": None})
+    assert str(exc.value) == message
+    assert cli.start_webhook_sync(cli.parse_args([]), {"local": None}) is None
+
+
+def test_webhook_secret_without_its_keys_is_named(tmp_path):
+    from controller.webhook_sync import WebhookSecretSync  # pylint: disable=import-outside-toplevel
+
+    class OneSecret:  # the one call the sync makes, answered as the apiserver does for a Secret without tls.key
+        @staticmethod
+        def get(kind, namespace, name):
+            return {"kind": kind, "metadata": {"namespace": namespace, "name": name}, "data": {"tls.crt": "Qw=="}}
+    sync = WebhookSecretSync(OneSecret(), "liqo", "tls", str(tmp_path / "c"), str(tmp_path / "k"))
+    with pytest.raises(ValueError, match="Secret liqo/tls has no tls.crt and tls.key"):
+        sync.sync_once()
+    assert not (tmp_path / "c").exists()

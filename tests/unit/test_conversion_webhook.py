@@ -29,7 +29,7 @@ def test_review_converts_every_object_and_echoes_the_uid():
     assert out["apiVersion"] == "apiextensions.k8s.io/v1" and out["kind"] == "ConversionReview"
     resp = out["response"]
     assert resp["uid"] == "u-1" and resp["result"] == {"status": "Success"}
-    assert [o["spec"]["remote"]["cidr"]["pod"] for o in resp["convertedObjects"]] == ["10.1.0.0/16", "10.2.0.0/16"]
+    assert [o["spec"]["remote"]["cidr"]["pod"] for o in resp["convertedObjects"]] == [["10.1.0.0/16"], ["10.2.0.0/16"]]
     assert all(o["apiVersion"] == B for o in resp["convertedObjects"])
 
 

@@ -43,18 +43,11 @@ def kept(o):
 # (kind, v1beta1 spec, v1alpha1 spec, kept in the annotation or None)
 DOWN = [
     ("Configuration", {"remote": {"cidr": {"pod": ["10.243.0.0/16"], "external": ["10.70.0.0/16"]}}},
-     {"remote": {"cidr": {"pod": "10.243.0.0/16", "external": "10.70.0.0/16"}}},
-     {"spec.remote.cidr.pod": ["10.243.0.0/16"], "spec.remote.cidr.external": ["10.70.0.0/16"]}),
-    ("Configuration", {"remote": {"cidr": {"pod": ["10.243.0.0/16"]}}},
-     {"remote": {"cidr": {"pod": "10.243.0.0/16"}}}, {"spec.remote.cidr.pod": ["10.243.0.0/16"]}),
-    ("Configuration", {"remote": {"cidr": {"pod": "10.243.0.0/16", "external": "10.70.0.0/16"}}},
      {"remote": {"cidr": {"pod": "10.243.0.0/16", "external": "10.70.0.0/16"}}}, None),
-    ("Configuration", {"remote": {"cidr": {"pod": ["10.243.0.0/16", "10.245.0.0/16"], "external": []}}},
-     {"remote": {"cidr": {"pod": "10.243.0.0/16"}}},
-     {"spec.remote.cidr.pod": ["10.243.0.0/16", "10.245.0.0/16"], "spec.remote.cidr.external": []}),
+    ("Configuration", {"remote": {"cidr": {"pod": ["10.243.0.0/16"]}}},
+     {"remote": {"cidr": {"pod": "10.243.0.0/16"}}}, None),
     ("Configuration", {"local": {"cidr": {"pod": ["10.244.0.0/16"]}}, "remote": {"cidr": {"pod": ["10.1.0.0/16"]}}},
-     {"local": {"cidr": {"pod": "10.244.0.0/16"}}, "remote": {"cidr": {"pod": "10.1.0.0/16"}}},
-     {"spec.local.cidr.pod": ["10.244.0.0/16"], "spec.remote.cidr.pod": ["10.1.0.0/16"]}),
+     {"local": {"cidr": {"pod": "10.244.0.0/16"}}, "remote": {"cidr": {"pod": "10.1.0.0/16"}}}, None),
     ("GatewayServer", {"endpoint": {"port": 51820, "serviceType": "NodePort", "nodePort": 30000}, "mtu": 1340},
      {"endpoint": {"port": 51820, "serviceType": "NodePort", "nodePort": 30000}, "mtu": 1340}, None),
     ("GatewayServer", {"endpoint": {"ports": [51820, 51821], "nodePorts": [32133, 32134], "serviceType": "NodePort"}},
@@ -118,7 +111,7 @@ def test_seed_examples_go_up_without_annotation_and_come_back():
         assert ANNOTATION not in (b["metadata"].get("annotations") or {})
         assert convert(b, A) == a, a["kind"]
     conf = next(a for dummy, a in seed_examples() if a["kind"] == "Configuration")
-    assert convert(conf, B)["spec"]["remote"]["cidr"] == {"pod": "10.243.0.0/16", "external": "10.70.0.0/16"}
+    assert convert(conf, B)["spec"]["remote"]["cidr"] == {"pod": ["10.243.0.0/16"], "external": ["10.70.0.0/16"]}
     client = next(a for dummy, a in seed_examples() if a["kind"] == "GatewayClient")
     assert convert(client, B)["spec"]["endpoint"] == {"addresses": ["10.42.3.54"], "port": 32133, "protocol": "UDP"}
 
@@ -136,26 +129,49 @@ def test_edit_in_v1alpha1_wins_over_kept_list():
     a = convert(b, A)
     a["spec"]["endpoint"]["port"] = 40000
     assert convert(a, B)["spec"]["endpoint"] == {"port": 40000}
-    conf = convert(obj(B, "Configuration", spec={"remote": {"cidr": {"pod": ["10.1.0.0/16", "10.2.0.0/16"]}}}), A)
-    conf["spec"]["remote"]["cidr"]["pod"] = "10.9.0.0/16"
-    back = convert(conf, B)
-    assert back["spec"]["remote"]["cidr"]["pod"] == "10.9.0.0/16"
-    assert "annotations" not in back["metadata"]
 
 
-def test_v1beta1_cidr_string_is_the_same_in_both_versions():
-    """One CIDR string (what the collection writes, and the seeds' objects are stored as: v1beta1's schema accepts
-    it) is the same in v1alpha1, without annotation; a list keeps its shape through v1alpha1; a v1alpha1 edit of a
-    value shown from a list gives a string (the edit wins)."""
-    b = obj(B, "Configuration", spec={"remote": {"cidr": {"pod": "10.243.0.0/16", "external": ["10.70.0.0/16"]}}},
+CIDR_PATHS = [(s, p, f) for s, p in (("spec", "local"), ("spec", "remote"), ("status", "remote")) for f in ("pod", "external")]
+
+
+@pytest.mark.parametrize("section,part,field", CIDR_PATHS, ids=[".".join(c) for c in CIDR_PATHS])
+def test_every_configuration_cidr_is_a_string_in_v1alpha1_a_list_of_one_in_v1beta1(section, part, field):
+    """Each of the six CIDR fields: [c] in v1beta1 <-> c in v1alpha1, both ways, no annotation."""
+    def build(version, value):
+        o = obj(version, "Configuration", spec={"remote": {"cidr": {"pod": "10.9.0.0/16" if version == A else ["10.9.0.0/16"]}}})
+        o.setdefault(section, {}).setdefault(part, {}).setdefault("cidr", {})[field] = value
+        return o
+    b, a = build(B, ["10.243.0.0/16"]), build(A, "10.243.0.0/16")
+    assert convert(b, A) == a and convert(a, B) == b
+    assert "annotations" not in convert(b, A)["metadata"]
+
+
+def test_v1alpha1_edit_of_a_cidr_reaches_v1beta1_as_a_list():
+    a = convert(obj(B, "Configuration", spec={"remote": {"cidr": {"pod": ["10.1.0.0/16"]}}}), A)
+    a["spec"]["remote"]["cidr"]["pod"] = "10.9.0.0/16"
+    a["status"] = {"remote": {"cidr": {"pod": "10.71.0.0/16"}}}
+    back = convert(a, B)
+    assert back["spec"]["remote"]["cidr"]["pod"] == ["10.9.0.0/16"]
+    assert back["status"]["remote"]["cidr"]["pod"] == ["10.71.0.0/16"]
+
+
+def test_v1beta1_cidr_string_stored_before_lists_only_reads_in_v1alpha1_and_applies_back_as_a_list():
+    """An object stored while v1beta1 still took a string: v1alpha1 shows it as is (reads keep working), and
+    applying that v1alpha1 form back stores Liqo's list."""
+    b = obj(B, "Configuration", spec={"remote": {"cidr": {"pod": "10.243.0.0/16"}}},
             status={"remote": {"cidr": {"pod": "10.71.0.0/16"}}})
     a = convert(b, A)
-    assert a["spec"]["remote"]["cidr"] == {"pod": "10.243.0.0/16", "external": "10.70.0.0/16"}
-    assert a["status"]["remote"]["cidr"] == {"pod": "10.71.0.0/16"}
-    assert kept(a) == {"spec.remote.cidr.external": ["10.70.0.0/16"]}
-    assert convert(a, B) == b
-    a["spec"]["remote"]["cidr"]["external"] = "10.72.0.0/16"
-    assert convert(a, B)["spec"]["remote"]["cidr"] == {"pod": "10.243.0.0/16", "external": "10.72.0.0/16"}
+    assert a["spec"]["remote"]["cidr"] == {"pod": "10.243.0.0/16"} and "annotations" not in a["metadata"]
+    assert convert(a, B)["spec"]["remote"]["cidr"] == {"pod": ["10.243.0.0/16"]}
+    assert convert(a, B)["status"]["remote"]["cidr"] == {"pod": ["10.71.0.0/16"]}
+
+
+def test_configuration_annotation_of_the_old_list_device_is_dropped_going_up():
+    """The annotation the converter wrote for Configuration lists before v1beta1 took lists of one only: ignored."""
+    a = obj(A, "Configuration", spec={"remote": {"cidr": {"pod": "10.243.0.0/16"}}},
+            annotations={ANNOTATION: json.dumps({"spec.remote.cidr.pod": ["10.1.0.0/16", "10.2.0.0/16"]})})
+    b = convert(a, B)
+    assert b["spec"]["remote"]["cidr"]["pod"] == ["10.243.0.0/16"] and "annotations" not in b["metadata"]
 
 
 def test_other_annotations_are_kept():
@@ -170,9 +186,16 @@ ERRORS = [
      "spec.endpoint.port and spec.endpoint.ports are mutually exclusive"),
     (obj(B, "GatewayServer", spec={"endpoint": {"nodePort": 1, "nodePorts": [1], "port": 2}}), A,
      "spec.endpoint.nodePort and spec.endpoint.nodePorts are mutually exclusive"),
-    (obj(B, "Configuration", spec={"remote": {"cidr": {"pod": 5}}}), A, "spec.remote.cidr.pod must be a list or one CIDR string"),
+    (obj(B, "Configuration", spec={"remote": {"cidr": {"pod": 5}}}), A, "spec.remote.cidr.pod must be a list of one CIDR in v1beta1, got 5"),
+    (obj(B, "Configuration", spec={"remote": {"cidr": {"pod": ["10.1.0.0/16", "10.2.0.0/16"]}}}), A,
+     "spec.remote.cidr.pod must be a list of one CIDR in v1beta1, got ['10.1.0.0/16', '10.2.0.0/16']"),
+    (obj(B, "Configuration", spec={}, status={"remote": {"cidr": {"external": []}}}), A,
+     "status.remote.cidr.external must be a list of one CIDR in v1beta1, got []"),
+    (obj(B, "Configuration", spec={"local": {"cidr": {"pod": [7]}}}), A, "spec.local.cidr.pod must be a list of one CIDR"),
     (obj(A, "Configuration", spec={"remote": {"cidr": {"pod": ["10.1.0.0/16"]}}}), B,
-     "spec.remote.cidr.pod must be one CIDR string in v1alpha1"),
+     "spec.remote.cidr.pod must be one CIDR string in v1alpha1, got ['10.1.0.0/16']"),
+    (obj(A, "Configuration", spec={}, status={"remote": {"cidr": {"pod": {"a": 1}}}}), B,
+     "status.remote.cidr.pod must be one CIDR string in v1alpha1"),
     (obj(A, "GatewayServer", spec={}, annotations={ANNOTATION: "{nope"}), B, "is not JSON"),
     (obj(A, "GatewayServer", spec={}, annotations={ANNOTATION: "[1]"}), B, "must be a JSON object"),
     (obj(A, "Widget", spec={}), B, "kind 'Widget' is not a kind of networking.liqo.io"),
@@ -190,7 +213,6 @@ def test_errors_name_the_field(source, target, message):
 # Round-trip properties over generated objects of both versions.
 CIDRS = st.sampled_from(["10.243.0.0/16", "10.70.0.0/16", "192.168.0.0/24", "172.16.0.0/12", "10.0.0.0/8"])
 PORTS = st.integers(min_value=1, max_value=65535)
-CIDR_LISTS = st.lists(CIDRS, max_size=3, unique=True)
 
 
 def _maybe(strategy):
@@ -203,7 +225,7 @@ def _compact(d):
 
 @st.composite
 def configurations(draw, version):
-    value = CIDRS if version == A else st.one_of(CIDR_LISTS, CIDRS)  # v1beta1 also accepts one string
+    value = CIDRS if version == A else st.lists(CIDRS, min_size=1, max_size=1)  # v1beta1: a list of one
     spec = {"remote": {"cidr": _compact({"pod": draw(_maybe(value)), "external": draw(_maybe(value))})}}
     if draw(st.booleans()):
         spec["local"] = {"cidr": _compact({"pod": draw(_maybe(value)), "external": draw(_maybe(value))})}

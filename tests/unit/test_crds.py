@@ -12,6 +12,7 @@ import jsonschema
 import pytest
 import yaml
 
+from plugins.module_utils.crd_conversion import convert
 from tests.unit.seed_examples import seed_examples, seed_path, seed_table_headers, texts_from_copy, texts_from_seed
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -23,9 +24,10 @@ KINDS = {
     "Connection": "connections", "PublicKey": "publickeies",
     "WgGatewayServerTemplate": "wggatewayservertemplates", "WgGatewayClientTemplate": "wggatewayclienttemplates",
 }
-# Default (priority 0) columns after NAMESPACE/NAME, as the seeds print them, with the field they show.
+# Default (priority 0) columns after NAMESPACE/NAME, as the seeds print them, with the field they show (v1beta1's:
+# a Configuration's CIDR is the first element of its list there, the string itself in v1alpha1).
 COLUMNS = {
-    "configurations": [("DESIRED POD CIDR", ".spec.remote.cidr.pod"), ("REMAPPED POD CIDR", ".status.remote.cidr.pod"),
+    "configurations": [("DESIRED POD CIDR", ".spec.remote.cidr.pod[0]"), ("REMAPPED POD CIDR", ".status.remote.cidr.pod[0]"),
                        ("AGE", ".metadata.creationTimestamp")],
     "gatewayservers": [("TEMPLATE NAME", ".spec.serverTemplateRef.name"), ("IP", ".status.endpoint.addresses[0]"),
                        ("PORT", ".status.endpoint.port"), ("AGE", ".metadata.creationTimestamp")],
@@ -102,8 +104,10 @@ def test_both_versions_served_v1beta1_stored_webhook_where_shapes_differ(kind):
     else:  # same shape in both versions: the apiserver itself changes apiVersion, no webhook to depend on
         assert conversion == {"strategy": "None"}
         assert versions["v1alpha1"]["schema"] == versions["v1beta1"]["schema"]
-    for key in ("additionalPrinterColumns", "subresources"):
-        assert versions["v1alpha1"].get(key) == versions["v1beta1"].get(key), key
+    assert versions["v1alpha1"].get("subresources") == versions["v1beta1"].get("subresources")
+    # the same columns; a Configuration's CIDR column reads the list's element in v1beta1
+    assert versions["v1alpha1"]["additionalPrinterColumns"] == [
+        dict(c, jsonPath=re.sub(r"(\.cidr\.\w+)\[0\]$", r"\1", c["jsonPath"])) for c in versions["v1beta1"]["additionalPrinterColumns"]]
     assert ("status" in versions["v1beta1"].get("subresources", {})) == (kind in WITH_STATUS)
 
 
@@ -134,8 +138,10 @@ def test_configuration_cidrs_strings_in_v1alpha1_lists_in_v1beta1():
         assert _node(schema_of("Configuration", "v1beta1"), dotted)["items"]["type"] == "string"
     conf = _seed("Configuration")
     conf["spec"]["remote"]["cidr"]["pod"] = ["10.243.0.0/16"]
-    assert validate(conf)  # a list is not the seeds' shape
+    assert [list(e.path) for e in validate(conf)] == [["spec", "remote", "cidr", "pod"]]  # a list is not the seeds' shape
     conf["apiVersion"] = GROUP + "/v1beta1"
+    assert [list(e.path) for e in validate(conf)] == [["spec", "remote", "cidr", "external"]]  # nor a string Liqo's
+    conf["spec"]["remote"]["cidr"]["external"] = ["10.70.0.0/16"]
     assert validate(conf) == []
 
 
@@ -207,13 +213,14 @@ def test_seed_examples_cover_the_kinds():
 @pytest.mark.parametrize("index", range(5))
 @pytest.mark.parametrize("version", ["v1alpha1", "v1beta1"])
 def test_seed_examples_are_valid_in_both_versions(index, version):
-    obj = copy.deepcopy(seed_examples()[index][1])
-    obj["apiVersion"] = "%s/%s" % (GROUP, version)
+    """As written (v1alpha1) and as the conversion webhook gives them in v1beta1."""
+    obj = convert(seed_examples()[index][1], "%s/%s" % (GROUP, version))
     assert validate(obj) == []
 
 
-def _seed(kind, index=0):
-    return copy.deepcopy([o for dummy, o in seed_examples() if o["kind"] == kind][index])
+def _seed(kind, index=0, version="v1alpha1"):
+    """The seeds' example of `kind` in `version` (converted as the webhook does)."""
+    return convert([o for dummy, o in seed_examples() if o["kind"] == kind][index], "%s/%s" % (GROUP, version))
 
 
 def _set(obj, dotted, value):
@@ -237,6 +244,10 @@ INVALID = [
     ("Configuration", "spec.remote.cidr.pod", 5),
     ("Configuration", "spec.remote.cidr.pod", True),
     ("Configuration", "spec.remote.cidr.pod", {}),
+    ("Configuration", "spec.remote.cidr.pod", [["10.243.0.0/16"]]),
+    ("Configuration", "spec.local.cidr.external", ["10.243.0.0/16", "10.1.0.0/16"]),
+    ("Configuration", "spec.remote.cidr.external", ["10.70.0.0/33"]),
+    ("Configuration", "status.remote.cidr.external", ["10.72.0.0/99"]),
     ("Configuration", "spec.remote.cidr.external", "fd00::/64"),
     ("Configuration", "status.remote.cidr.pod", "10.71.0.0/99"),
     ("Configuration", "status.conditions", [{"type": "Ready", "status": "Maybe", "reason": "X", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]),
@@ -267,8 +278,8 @@ INVALID = [
 @pytest.mark.parametrize("version", ["v1alpha1", "v1beta1"])
 @pytest.mark.parametrize("kind, field, value", INVALID, ids=["%s:%s=%r" % (k, f, v if v is not _DELETE else "<deleted>") for k, f, v in INVALID])
 def test_invalid_objects_rejected(kind, field, value, version):
-    obj = _seed(kind)
-    obj["apiVersion"] = "%s/%s" % (GROUP, version)
+    obj = _seed(kind, version=version)
+    assert validate(obj) == []
     _set(obj, field, value)
     assert validate(obj), "schema accepted %s=%r" % (field, value)
 
@@ -286,15 +297,13 @@ LIQO_VALUES = [
 
 @pytest.mark.parametrize("kind, field, value", LIQO_VALUES, ids=["%s:%s" % (k, f) for k, f, v in LIQO_VALUES])
 def test_liqo_values_accepted_by_the_schema(kind, field, value):
-    obj = _seed(kind)
-    obj["apiVersion"] = GROUP + "/v1beta1"
+    obj = _seed(kind, version="v1beta1")
     _set(obj, field, value)
     assert validate(obj) == []
 
 
 def test_port_and_ports_mutually_exclusive_nodeport_zero_allowed():
-    obj = _seed("GatewayServer")
-    obj["apiVersion"] = GROUP + "/v1beta1"
+    obj = _seed("GatewayServer", version="v1beta1")
     obj["spec"]["endpoint"]["ports"] = [51820, 51821]
     assert validate(obj)
     del obj["spec"]["endpoint"]["port"]
@@ -343,16 +352,20 @@ def _jsonpath(obj, path):
     return obj
 
 
-def test_printer_columns_show_the_seed_rows():
-    """With the status the fabric writes, the columns give the values the seed's tables show."""
-    conf = _seed("Configuration")
-    conf["status"] = {"remote": {"cidr": {"pod": "10.71.0.0/16", "external": "10.72.0.0/16"}}}
-    server = _seed("GatewayServer")
+@pytest.mark.parametrize("version", ["v1alpha1", "v1beta1"])
+def test_printer_columns_show_the_seed_rows(version):
+    """With the status the fabric writes, each version's columns give the values the seed's tables show."""
+    conf = _seed("Configuration", version=version)
+    conf["status"] = {"remote": {"cidr": {"pod": ["10.71.0.0/16"], "external": ["10.72.0.0/16"]}}}
+    if version == "v1alpha1":
+        conf["status"] = convert(dict(conf, apiVersion=GROUP + "/v1beta1"), conf["apiVersion"])["status"]
+    server = _seed("GatewayServer", version=version)
     server["status"] = {"endpoint": {"addresses": ["10.42.3.54"], "port": 32133, "protocol": "UDP"}}
-    client = _seed("GatewayClient")
+    client = _seed("GatewayClient", version=version)
     rows = {}
-    for obj, plural in ((conf, "configurations"), (server, "gatewayservers"), (client, "gatewayclients")):
+    for obj, kind in ((conf, "Configuration"), (server, "GatewayServer"), (client, "GatewayClient")):
         assert validate(obj) == []
-        rows[plural] = [_jsonpath(obj, p) for name, p in COLUMNS[plural] if name != "AGE"]
-    assert rows == {"configurations": ["10.243.0.0/16", "10.71.0.0/16"], "gatewayservers": ["wireguard-server", "10.42.3.54", 32133],
-                    "gatewayclients": ["wireguard-client", "10.42.3.54", 32133]}
+        cols = next(v for v in CRDS[kind][1]["spec"]["versions"] if v["name"] == version)["additionalPrinterColumns"]
+        rows[kind] = [_jsonpath(obj, c["jsonPath"]) for c in cols if c.get("priority", 0) == 0 and c["name"] != "Age"]
+    assert rows == {"Configuration": ["10.243.0.0/16", "10.71.0.0/16"], "GatewayServer": ["wireguard-server", "10.42.3.54", 32133],
+                    "GatewayClient": ["wireguard-client", "10.42.3.54", 32133]}

@@ -5,12 +5,13 @@ import email.utils
 from ansible_collections.liqo.fabric.plugins.module_utils import diagnose
 
 
-def conf(name, pod, external, remapped_pod=None, remapped_external=None, conditions=None):
+def conf(name, pod, external, remapped_pod=None, remapped_external=None, conditions=None, shape=lambda v: [v]):
+    """A Configuration as the API gives it in v1beta1 (Liqo's lists of one), or in another `shape`."""
     status = {"conditions": conditions or []}
     if remapped_pod:
-        status["remote"] = {"cidr": {"pod": remapped_pod, "external": remapped_external}}
+        status["remote"] = {"cidr": {"pod": shape(remapped_pod), "external": shape(remapped_external)}}
     return {"kind": "Configuration", "metadata": {"name": name, "namespace": "liqo-tenant-" + name},
-            "spec": {"remote": {"cidr": {"pod": pod, "external": external}}}, "status": status}
+            "spec": {"remote": {"cidr": {"pod": shape(pod), "external": shape(external)}}}, "status": status}
 
 
 def test_remaps_reported_and_overlaps_named():
@@ -27,6 +28,18 @@ def test_remaps_reported_and_overlaps_named():
     overlap = [c for c in checks if c["check"] == "remapped CIDRs do not overlap"][0]
     assert not overlap["ok"]
     assert "liqo-tenant-b/b (external 10.1.0.0/16) and Configuration liqo-tenant-c/c (pod 10.1.0.0/16)" in overlap["detail"]
+
+
+def test_remaps_read_in_either_version_shape():
+    """v1alpha1's strings read as v1beta1's lists; a remap that is not a CIDR is named."""
+    checks = diagnose.configuration_checks("a", [
+        conf("b", "10.243.0.0/16", "10.70.0.0/16", "10.0.0.0/16", "10.1.0.0/16", shape=lambda v: v),
+        conf("c", "10.243.0.0/16", "10.70.0.0/16", "10.2.0.0/16", "bogus")], "fix-it")
+    by = {(c["check"], c["object"], c["ok"]): c for c in checks}
+    assert by[("Configuration remapped", "Configuration liqo-tenant-b/b", True)]["detail"] == \
+        "pod 10.243.0.0/16 -> 10.0.0.0/16, external 10.70.0.0/16 -> 10.1.0.0/16"
+    bad = by[("Configuration remapped", "Configuration liqo-tenant-c/c", False)]
+    assert bad["detail"] == "status.remote.cidr.external: 'bogus'" and bad["cause"] == "not a CIDR"
 
 
 def test_missing_crd_names_the_crd_and_the_install():
@@ -52,6 +65,44 @@ def test_conversion_webhook_without_ca_bundle_is_named():
     assert "Service liqo/liqo-fabric-webhook" in checks[0]["cause"] and "v1alpha1" in checks[0]["cause"]
     assert "rollout restart" in checks[0]["fix"] and "conversion_webhook_url" in checks[0]["fix"]
     assert checks[2]["detail"] == "https://127.0.0.1:1/convert, caBundle set"
+
+
+def test_conversion_webhook_liveness_probe():
+    """With a probe: each converted CRD whose clientConfig is complete is probed (its kind and plural); a probe's
+    error fails the check naming the webhook and carrying the error; an incomplete clientConfig is not probed."""
+    def crd(kind, client):
+        return {"spec": {"group": "networking.liqo.io", "names": {"kind": kind},
+                         "versions": [{"name": "v1beta1", "served": True, "storage": True}],
+                         "conversion": {"strategy": "Webhook", "webhook": {"clientConfig": client}}}}
+    url = {"url": "https://10.0.0.9:9443/convert", "caBundle": "Q0E="}
+    service = {"service": {"namespace": "liqo", "name": "liqo-fabric-webhook"}, "caBundle": "Q0E="}
+    probed = []
+
+    def probe(kind, plural):
+        probed.append((kind, plural))
+        return None if kind == "Configuration" else 'conversion webhook for networking.liqo.io/v1beta1, Kind=%s failed: Post "x": connection refused' % kind
+    crds = [crd("Configuration", url), crd("GatewayServer", service), crd("GatewayClient", {"url": "https://x/convert"})]
+    got = {c["object"].split()[1].split(".")[0]: c for c in diagnose.crd_checks("a", crds, "install-it", probe=probe)
+           if c["check"] == "CRD conversion webhook"}
+    assert probed == [("Configuration", "configurations"), ("GatewayServer", "gatewayservers")]
+    assert got["configurations"]["ok"] and got["configurations"]["detail"] == \
+        "https://10.0.0.9:9443/convert, caBundle set, answers (a v1alpha1 dry-run create converted)"
+    bad = got["gatewayservers"]
+    assert not bad["ok"] and bad["cause"].startswith("the conversion webhook (Service liqo/liqo-fabric-webhook) does not answer")
+    assert bad["detail"].startswith("a v1alpha1 dry-run create failed: conversion webhook for networking.liqo.io/v1beta1")
+    assert "endpoints liqo-fabric-webhook" in bad["fix"] and "--mode webhook" in bad["fix"]
+    assert not got["gatewayclients"]["ok"] and "no caBundle" in got["gatewayclients"]["cause"]
+
+
+def test_conversion_probe_is_a_dry_run_of_a_valid_v1alpha1_object():
+    from tests.unit.test_crds import validate  # pylint: disable=import-outside-toplevel
+    for kind, plural in (("Configuration", "configurations"), ("GatewayServer", "gatewayservers"),
+                         ("GatewayClient", "gatewayclients")):
+        path, query, body = diagnose.conversion_probe_request(kind, plural)
+        assert path == "/apis/networking.liqo.io/v1alpha1/namespaces/default/%s" % plural
+        assert query == {"dryRun": "All", "timeout": "10s"}
+        assert validate(dict(body, metadata={"name": "probe"})) == [], kind
+        assert body["metadata"] == {"generateName": "liqo-fabric-diagnose-"}
 
 
 def test_clock_skew_from_the_date_headers():

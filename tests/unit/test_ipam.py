@@ -279,3 +279,13 @@ def test_pools_shrunk_below_a_ledger_allocation_name_the_pool_for_its_configurat
     assert owner == "ns/peer" and changed and isinstance(err, PoolTooSmallError)
     assert str(err).startswith("pools 10.0.0.0/24 too small: spec.remote.cidr.pod '10.243.0.0/16' needs a free /16")
     assert [a.owner for a in small.allocations()] == ["other/peer"]
+
+
+def test_status_is_written_in_v1beta1_shape_whatever_the_spec_shape():
+    """The IPAM writes status.remote.cidr as Liqo's lists of one (the collection reads and writes v1beta1)."""
+    from ansible_collections.liqo.fabric.plugins.module_utils import ipam_store  # pylint: disable=import-outside-toplevel
+    for pod in (["10.243.0.0/16"], "10.243.0.0/16"):
+        conf = {"metadata": {"name": "c", "namespace": "n", "generation": 2}, "spec": {"remote": {"cidr": {"pod": pod}}}}
+        status = ipam_store._desired_status(conf, {"pod": "10.71.0.0/16", "external": "10.72.0.0/16"})  # pylint: disable=protected-access
+        assert status["remote"] == {"cidr": {"pod": ["10.71.0.0/16"], "external": ["10.72.0.0/16"]}}
+        assert status["conditions"][0]["message"] == "pod CIDR 10.243.0.0/16 remapped to 10.71.0.0/16"

@@ -26,6 +26,7 @@ COLLECTIONS = os.path.join(ROOT, "build", "collections")
     ("10.243.0.0/16", "10.243.0.0/16", "10.71.0.0/16", "10.71.0.0/16"),  # the whole CIDR
     ("192.168.1.130", "192.168.1.128/25", "172.16.9.0/25", "172.16.9.2"),
     ("10.243.3.7", "10.243.0.0/16", "10.243.0.0/16", "10.243.3.7"),      # kept CIDR: identity
+    ("10.243.3.7", ["10.243.0.0/16"], ["10.71.0.0/16"], "10.71.3.7"),    # a v1beta1 Configuration's lists of one
 ])
 def test_remap_address_table(address, src, dst, expected):
     assert remap_address(address, src, dst) == expected
@@ -39,6 +40,8 @@ def test_remap_address_table(address, src, dst, expected):
     ("10.243.3.7", "10.243.0.0/16", "nonsense", ["to_cidr", "'nonsense'"]),
     ("10.0.0.0/8", "10.243.0.0/16", "10.71.0.0/16", ["address", "'10.0.0.0/8'"]),  # larger than the CIDR
     ("fd00::1", "10.243.0.0/16", "10.71.0.0/16", ["address", "'fd00::1'"]),
+    ("10.243.3.7", ["10.243.0.0/16", "10.1.0.0/16"], "10.71.0.0/16", ["from_cidr", "has 2 CIDRs"]),
+    ("10.243.3.7", "10.243.0.0/16", [], ["to_cidr", "has 0 CIDRs"]),
 ])
 def test_remap_address_errors_name_field_and_value(address, src, dst, words):
     with pytest.raises(AnsibleFilterError) as err:
