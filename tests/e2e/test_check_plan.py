@@ -74,7 +74,8 @@ def test_connect_check_on_fresh_clusters_plans_everything_and_writes_nothing(lab
     # the API objects of both sides, each step seeing what the earlier ones planned
     for kind in ("Namespace", "Configuration", "GatewayServer", "GatewayClient", "PublicKey"):
         assert [h for h in headers if h and h.startswith(kind + " ")], (kind, headers)
-    assert '"pod": "10.243.0.0/16"' in out
+    # the planned Configuration in v1beta1's shape (Liqo's list of one CIDR)
+    assert re.search(r'"pod": \[[\s+]*"10\.243\.0\.0/16"[\s+]*\]', out), out[-3000:]   # diff lines: '+' first
     # the IPAM ran on the planned Configurations: the remapped pod CIDR is in the gateways' NAT plan
     assert re.search(r"dnat ip prefix to 10\.243\.0\.0/16", out), out[-3000:]
     # the kernel state per gateway host and node: WireGuard with its peer, NAT table, tunnel table, overlay routes
