@@ -254,9 +254,8 @@ def connected(installed):
     for c, name in ((a, "client"), (b, "server")):   # where a gateway pod's start went (the engine's first line)
         for p in gateway_pods(c, name):
             started = [r for r in controller_logs_of(c, p.metadata.name, "default") if r.get("msg") == "controller started"]
-            FIGURES[f"{name} gateway pod start: interpreter, imports, setup, engine start (s)"] = \
-                FIGURES.get(f"{name} gateway pod start: interpreter, imports, setup, engine start (s)", []) + [
-                    [started[0]["startup"].get(k) for k in ("interpreter", "imports", "setup", "start")] if started else None]
+            FIGURES.setdefault(f"{name} gateway pod start: interpreter, imports, setup, engine start (s)", []).append(
+                [started[0]["startup"].get(k) for k in ("interpreter", "imports", "setup", "start")] if started else None)
     return {"ids": ids, "endpoint": endpoint}
 
 

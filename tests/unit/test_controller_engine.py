@@ -304,13 +304,19 @@ def test_member_if_parses_and_rejects_bad_conditions(tmp_path):
                          "member_if": ["spec.x"]}], str(tmp_path))
 
 
+def _unreachable_kubeconfig(tmp_path):
+    """A kubeconfig naming a closed port: an Engine built on it makes no API call until started."""
+    kc = tmp_path / "kc"
+    kc.write_text("apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'http://127.0.0.1:9'}}]\n"
+                  "contexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\nusers: [{name: u, user: {}}]\n")
+    return kc
+
+
 def _overlay_engine(tmp_path):
     """An Engine on the shipped watch map with hand-filled caches (no API: the kubeconfig names a closed port)."""
     import types  # pylint: disable=import-outside-toplevel
     from controller.engine import Engine  # pylint: disable=import-outside-toplevel
-    kc = tmp_path / "kc"
-    kc.write_text("apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'http://127.0.0.1:9'}}]\n"
-                  "contexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\nusers: [{name: u, user: {}}]\n")
+    kc = _unreachable_kubeconfig(tmp_path)
     eng = Engine(watchmap.load(watchmap.DEFAULT_PATH), {"a": str(kc)}, ROOT, str(tmp_path / "rt"), leader_elect=False,
                  state_configmap=False, warm_runner=False)
     cs = eng.clusters["a"]
@@ -401,9 +407,7 @@ def test_the_ipam_remap_reruns_a_gateway_that_read_none(tmp_path, path):
     hash makes the IPAM's status write enqueue it; a status change without a new remap does not."""
     import types  # pylint: disable=import-outside-toplevel
     from controller.engine import Engine  # pylint: disable=import-outside-toplevel
-    kc = tmp_path / "kc"
-    kc.write_text("apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'http://127.0.0.1:9'}}]\n"
-                  "contexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\nusers: [{name: u, user: {}}]\n")
+    kc = _unreachable_kubeconfig(tmp_path)
     modes = {} if path == watchmap.DEFAULT_PATH else {"mode": "gateway", "node_name": "n1",
                                                       "gateway": {"kind": "GatewayServer", "namespace": "t", "name": "s"}}
     eng = Engine(watchmap.load(path), {"a": str(kc)}, ROOT, str(tmp_path / "rt"), leader_elect=False,
@@ -467,9 +471,7 @@ def test_a_gateway_standby_runs_nothing_before_its_warm_up_is_due(tmp_path):
     import time  # pylint: disable=import-outside-toplevel
     from controller.engine import Engine  # pylint: disable=import-outside-toplevel
     from controller.workqueue import Item  # pylint: disable=import-outside-toplevel
-    kc = tmp_path / "kc"
-    kc.write_text("apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'http://127.0.0.1:9'}}]\n"
-                  "contexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\nusers: [{name: u, user: {}}]\n")
+    kc = _unreachable_kubeconfig(tmp_path)
     eng = Engine(watchmap.load(os.path.join(ROOT, "controller", "watches-in-cluster.yaml")), {"a": str(kc)}, ROOT,
                  str(tmp_path / "rt"), state_configmap=False, warm_runner=False, mode="gateway", node_name="n1",
                  gateway={"kind": "GatewayClient", "namespace": "t", "name": "c"}, standby_warmup_delay=30)
