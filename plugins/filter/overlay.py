@@ -22,8 +22,9 @@ def _pairs(hosts, names):
     return [(h, n or h) for h, n in zip(hosts, names)]
 
 
-def node_overlay_pending(planned, hosts, names, skip_unchanged=True):
-    """``node_overlay_planned | liqo.fabric.node_overlay_pending(hosts, node_names, true)`` -> hosts to apply."""
+def node_overlay_pending(planned, hosts, names, skip_unchanged=True, nodes=False):
+    """``node_overlay_planned | liqo.fabric.node_overlay_pending(hosts, node_names, true)`` -> hosts to apply;
+    with ``nodes=true``: host -> its Node's planned state (overlay_dataplane_batch's ``hosts``)."""
     if not isinstance(planned, dict):
         raise AnsibleFilterError("node_overlay_pending: the input is not an overlay_plan result")
     pairs = _pairs(hosts, names)
@@ -31,19 +32,27 @@ def node_overlay_pending(planned, hosts, names, skip_unchanged=True):
     if strangers:
         raise AnsibleFilterError("node_overlay_node_name: %s not a Node of the cluster (%s)"
                                  % (", ".join(strangers), ", ".join(sorted(planned.get("hosts") or {}))))
-    return pending_hosts(planned, pairs, bool(skip_unchanged))
+    chosen = pending_hosts(planned, pairs, bool(skip_unchanged))
+    if not nodes:
+        return chosen
+    node_of = dict(pairs)
+    return {host: planned["hosts"][node_of[host]] for host in chosen}
 
 
-def node_overlay_record(planned, hosts, names, results):
-    """``node_overlay_planned | liqo.fabric.node_overlay_record(hosts, names, results)`` -> the record to keep.
+def node_overlay_record(planned, hosts, names, results, batched=None):
+    """``node_overlay_planned | liqo.fabric.node_overlay_record(hosts, names, results[, batched])`` -> the record to keep.
 
-    `results`: each host's registered overlay_dataplane result ({} or undefined-as-default when it did not run)."""
+    `results`: each host's registered overlay_dataplane result ({} or undefined-as-default when it did not run);
+    `batched`: host -> result of the hosts overlay_dataplane_batch applied (used where a host has no result of its own)."""
     if not isinstance(planned, dict):
         raise AnsibleFilterError("node_overlay_record: the input is not an overlay_plan result")
     pairs = _pairs(hosts, names)
     results = list(results or [])
     if len(results) != len(pairs):
         raise AnsibleFilterError("node_overlay_record: %d results given for %d hosts" % (len(results), len(pairs)))
+    batched = batched or {}
+    results = [res if isinstance(res, dict) and res and not res.get("skipped") else batched.get(host)
+               for (host, dummy), res in zip(pairs, results)]
     tried = [(node, res) for (dummy, node), res in zip(pairs, results)
              if isinstance(res, dict) and res and not res.get("skipped")]
     return record_after(planned, [node for node, res in tried if not res.get("failed")], [node for node, dummy in tried])

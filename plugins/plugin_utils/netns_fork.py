@@ -18,6 +18,7 @@ import ctypes
 import errno
 import json
 import os
+import select
 import signal
 import tempfile
 import typing as t
@@ -108,17 +109,34 @@ def _child(fn: t.Callable[[], t.Any], netns: str | None, result_w: int, output_f
         os._exit(0)  # no atexit handlers, no flushing of the worker's buffers
 
 
+def _start(fn: t.Callable[[], t.Any], netns: str | None, output: t.IO[bytes]) -> tuple[int, int]:
+    """Forks the child; returns (its pid, the read end of its result pipe)."""
+    result_r, result_w = os.pipe()  # O_CLOEXEC: subprocesses of the child never hold the write end
+    pid = os.fork()
+    if pid == 0:
+        os.close(result_r)
+        _child(fn, netns, result_w, output.fileno())
+    os.close(result_w)
+    return pid, result_r
+
+
+def _outcome(data: bytes, status: int, output: t.IO[bytes]) -> tuple[t.Any, str]:
+    output.seek(0)
+    written = output.read().decode("utf-8", "replace")
+    if not data:
+        raise ForkError("the child process ended without a result (%s)" % _describe(status))
+    payload = json.loads(data)
+    if "error" in payload:
+        raise ForkError(payload["error"])
+    return payload["value"], written
+
+
 def run_forked(fn: t.Callable[[], t.Any], netns: str | None = None) -> tuple[t.Any, str]:
     """fn() in a forked child (inside `netns` if given). Returns (its JSON-able value, what the child wrote
     to fds 1 and 2). Raises ForkError if the child could not run fn or died; if the caller is interrupted
     (a task timeout, ^C), the child is killed before the exception goes on."""
     with tempfile.TemporaryFile(prefix="liqo-fabric-fork-") as output:
-        result_r, result_w = os.pipe()  # O_CLOEXEC: subprocesses of the child never hold the write end
-        pid = os.fork()
-        if pid == 0:
-            os.close(result_r)
-            _child(fn, netns, result_w, output.fileno())
-        os.close(result_w)
+        pid, result_r = _start(fn, netns, output)
         try:
             data = _read_all(result_r)
             dummy, status = os.waitpid(pid, 0)
@@ -127,14 +145,49 @@ def run_forked(fn: t.Callable[[], t.Any], netns: str | None = None) -> tuple[t.A
             raise
         finally:
             os.close(result_r)
-        output.seek(0)
-        written = output.read().decode("utf-8", "replace")
-    if not data:
-        raise ForkError("the child process ended without a result (%s)" % _describe(status))
-    payload = json.loads(data)
-    if "error" in payload:
-        raise ForkError(payload["error"])
-    return payload["value"], written
+        return _outcome(data, status, output)
+
+
+def run_forked_many(jobs: t.Mapping[str, tuple[t.Callable[[], t.Any], str | None]],
+                    parallel: int = 4) -> dict[str, tuple[t.Any, str] | ForkError]:
+    """run_forked for many jobs (key -> (fn, netns)), at most `parallel` children at a time: one fork per job
+    from this process, no other process started. Returns key -> (value, written) or the job's ForkError.
+    Interrupted, every running child is killed before the exception goes on."""
+    pending = list(jobs.items())
+    running: dict[int, tuple[str, int, t.IO[bytes], list[bytes]]] = {}  # result fd -> (key, pid, output, chunks)
+    done: dict[str, tuple[t.Any, str] | ForkError] = {}
+    poller = select.poll()
+    try:
+        while pending or running:
+            while pending and len(running) < max(1, parallel):
+                key, (fn, netns) = pending.pop(0)
+                output = tempfile.TemporaryFile(prefix="liqo-fabric-fork-")
+                pid, result_r = _start(fn, netns, output)
+                running[result_r] = (key, pid, output, [])
+                poller.register(result_r, select.POLLIN | select.POLLHUP)
+            for fd, dummy in poller.poll():
+                key, pid, output, chunks = running[fd]
+                chunk = os.read(fd, 1 << 16)
+                if chunk:
+                    chunks.append(chunk)
+                    continue
+                poller.unregister(fd)
+                os.close(fd)
+                del running[fd]
+                dummy, status = os.waitpid(pid, 0)
+                try:
+                    done[key] = _outcome(b"".join(chunks), status, output)
+                except ForkError as exc:
+                    done[key] = exc
+                finally:
+                    output.close()
+    except BaseException:
+        for fd, (key, pid, output, chunks) in running.items():
+            _kill(pid)
+            os.close(fd)
+            output.close()
+        raise
+    return done
 
 
 def _kill(pid: int) -> None:

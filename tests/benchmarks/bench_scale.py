@@ -1,7 +1,8 @@
 """Scale (issue 20): the agentless path on two light-lab clusters of N nodes each (N = 10, 25, 50, 100; pods per node
 LIQO_FABRIC_SCALE_PODS, default 3): lab up and down with its memory, connect, connect again with nothing changed,
-reconcile_overlay of one cluster, disconnect; each figure with its growth per added node (per cluster) between
-sizes, and the issue's targets at 100 nodes. `LIQO_FABRIC_SCALE_SIZES=10,25` measures fewer sizes.
+reconcile_overlay of one cluster, disconnect; then connect and disconnect again with a task per node
+(node_overlay_batch=false, the baseline of pending.yml's batch); each figure with its growth per added node (per
+cluster) between sizes, and the issue's targets at 100 nodes. `LIQO_FABRIC_SCALE_SIZES=10,25` measures fewer sizes.
 
 Every playbook is a real `ansible-playbook` run against the lab (netns nodes, real apiservers); reachability is
 checked by liqo.fabric.verify on the smallest size only (its cost grows with node pairs)."""
@@ -10,7 +11,7 @@ import subprocess
 import time
 
 from tests.benchmarks.bench_lab import _mem_available_mib
-from tests.benchmarks.report import figure
+from tests.benchmarks.report import figure, ratio
 from tests.e2e import fabric
 from tests.lab import Lab
 
@@ -53,6 +54,11 @@ def one_size(n):
             print(f"  ({n} nodes: verify {'passed' if proc.returncode == 0 else 'FAILED'}: "
                   f"{[ln for ln in proc.stdout.splitlines() if ' probes, ' in ln]})", flush=True)
         out["disconnect"] = timed("disconnect", lab, **args)
+        # the baseline, same lab: every node in a task of its own (what any connection but local and
+        # liqo.fabric.netns gets), against pending.yml's batch above
+        per_host = dict(args, node_overlay_batch=False)
+        out["connect, a task per node (baseline)"] = timed("connect", lab, wait=True, wait_timeout=120, **per_host)
+        out["disconnect, a task per node (baseline)"] = timed("disconnect", lab, **per_host)
     finally:
         t1 = time.monotonic()
         lab.down()
@@ -73,6 +79,9 @@ def run():
             target = TARGETS.get(name) if n == 100 else None
             figure(f"{n} nodes: {name.replace(' (MiB)', '')}", value, unit, target=target)
         subprocess.run(["sync"], check=False)
+        for what in ("connect", "disconnect"):
+            ratio(f"{n} nodes: {what}, batch / a task per node", results[n][what],
+                  results[n][f"{what}, a task per node (baseline)"])
     sizes = sorted(results)
     for a, b in zip(sizes, sizes[1:]):
         for name in results[a]:

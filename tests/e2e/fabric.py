@@ -46,6 +46,24 @@ def changed_tasks(proc: subprocess.CompletedProcess) -> list[str]:
     return out
 
 
+OVERLAY_HOST_TASK = "Overlay of this node in one call"  # roles/node_overlay/tasks/apply.yml
+OVERLAY_BATCH_TASK = "Overlay of the changed nodes the controller host reaches, in one task"  # tasks/pending.yml
+
+
+def overlay_applied(proc: subprocess.CompletedProcess, how: str | None = None) -> dict:
+    """{host: overlay_dataplane result} of a json-callback run: run per host (how="host"), in pending.yml's batch
+    (how="batch") or either (None)."""
+    out = {}
+    for play in json.loads(proc.stdout)["plays"]:
+        for task in play["tasks"]:
+            if OVERLAY_HOST_TASK in task["task"]["name"] and how in (None, "host"):
+                out.update({h: r for h, r in task["hosts"].items() if not r.get("skipped")})
+            if OVERLAY_BATCH_TASK in task["task"]["name"] and how in (None, "batch"):
+                for res in task["hosts"].values():
+                    out.update(res.get("applied") or {})
+    return out
+
+
 def install(cluster) -> None:
     playbook("install", kubeconfig=cluster.kubeconfig, pod_cidr=cluster.pod_cidr, service_cidr=cluster.service_cidr,
              reserved=[cluster.underlay_cidr])

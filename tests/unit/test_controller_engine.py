@@ -453,7 +453,6 @@ def test_the_startup_timeline_splits_a_start_into_its_parts():
     (interpreter), then each phase against the previous mark."""
     import subprocess  # pylint: disable=import-outside-toplevel
     import sys  # pylint: disable=import-outside-toplevel
-    import time  # pylint: disable=import-outside-toplevel
     # a child that sleeps 0.3 s before the timeline's origin: its interpreter part holds those 0.3 s
     code = ("import time; time.sleep(0.3); t0 = time.monotonic(); from controller import logs; time.sleep(0.2); "
             "import json; print(json.dumps(logs.startup_timeline(t0, [('a', time.monotonic()), ('b', time.monotonic() + 0.5)])))")
@@ -461,8 +460,7 @@ def test_the_startup_timeline_splits_a_start_into_its_parts():
                          env=dict(os.environ, PYTHONPATH=ROOT)).stdout
     got = json.loads(out)
     assert list(got) == ["interpreter", "a", "b"] and got["b"] == 0.5
-    assert 0.3 <= got["interpreter"] < 5 and 0.2 <= got["a"] < 5, got
-    assert 0 < logs.process_age() < time.monotonic()
+    assert 0.3 <= got["interpreter"] < 5 and 0.2 <= got["a"] < 5, got  # process_age() measured the child's 0.3 s
 
 
 def test_a_gateway_standby_runs_nothing_before_its_warm_up_is_due(tmp_path):

@@ -103,6 +103,23 @@ def test_filters():
     assert record == {"n0": "d0", "n1": "d1"}
     with pytest.raises(AnsibleFilterError, match="2 given for 1 hosts"):
         node_overlay_pending(PLANNED, ["n0"], ["", ""])
+
+
+def test_the_batch_filters():
+    """pending.yml's batch: host -> planned node state; the record takes a host's batch result where it has none of
+    its own (not run per host), and its own where it has one (a node that failed in the batch, then ran per host)."""
+    planned = dict(PLANNED, hosts={"n0": {"role": "gateway"}, "n1": {"role": "node"}, "n2": {}})
+    assert node_overlay_pending(planned, ["a", "n1"], ["n0", ""], True, True) == {"n1": {"role": "node"}}
+    assert node_overlay_pending(planned, ["a", "n1"], ["n0", ""], False, True) == {
+        "a": {"role": "gateway"}, "n1": {"role": "node"}}
+    ok, failed = {"changed": True}, {"failed": True, "msg": "x"}
+    # h0 applied in the batch only; h1 failed in the batch and then ran per host; h2 failed per host
+    record = node_overlay_record(PLANNED, ["h0", "h1", "h2"], ["n0", "n1", "n2"], [{}, ok, failed],
+                                 {"h0": ok, "h1": failed})
+    assert record == {"n0": "d0", "n1": "d1"}
+    # n2 neither per host nor in the batch, n1 not in the run: both recorded with a stale digest, so dropped (the
+    # next run applies them)
+    assert node_overlay_record(PLANNED, ["h0", "h2"], ["n0", "n2"], [{}, {}], {"h0": ok}) == {"n0": "d0"}
     with pytest.raises(AnsibleFilterError, match="1 results given for 2 hosts"):
         node_overlay_record(PLANNED, ["n0", "n1"], ["", ""], [ok])
     with pytest.raises(AnsibleFilterError, match="node_overlay_node_name: stray, n9 not a Node of the cluster"):

@@ -1,0 +1,150 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, liqo.fabric developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Action plugin of liqo.fabric.overlay_dataplane_batch: overlay_dataplane's main() for many hosts from one task,
+each in a child forked from this worker (inside the host's network namespace for liqo.fabric.netns), at most
+`parallel` at a time. What a host gets and returns is what the in-process path of overlay_dataplane gives it; a host
+this worker cannot act for is left to a per-host task (docs/scale.md)."""
+
+from __future__ import annotations
+
+import importlib
+import json
+
+from ansible.errors import AnsibleActionFail
+from ansible.module_utils.parsing.convert_bool import boolean
+from ansible.utils.display import Display
+
+from ansible_collections.liqo.fabric.plugins.plugin_utils import speed_paths
+from ansible_collections.liqo.fabric.plugins.plugin_utils.in_process import (
+    IN_PROCESS_VAR, LOCAL_CONNECTIONS, NETNS_CONNECTIONS, PRIVATE_IMPORT_ERROR, InProcessAction, in_process_refusal)
+from ansible_collections.liqo.fabric.plugins.plugin_utils.netns_fork import ForkError, run_forked_many, valid_netns_name
+
+try:  # same as in_process: present on the tested ansible-core
+    from ansible.module_utils.common.json import Direction, get_module_encoder
+except ImportError:  # pragma: no cover
+    pass
+
+display = Display()
+
+MODULE = "liqo.fabric.overlay_dataplane"
+PYTHON_MODULE = "ansible_collections.liqo.fabric.plugins.modules.overlay_dataplane"
+ARGS = {"hosts": dict, "table": int, "state": str, "parallel": int, "enabled": bool}
+
+if not (speed_paths.off_reason() or PRIVATE_IMPORT_ERROR):
+    try:  # imported once here, in ansible-playbook, for every child (see in_process.preload)
+        importlib.import_module(PYTHON_MODULE)
+    except Exception:  # pylint: disable=broad-exception-caught  # each host's run reports it
+        pass
+
+
+def host_target(hostvars, host: str) -> tuple[str | None, str | None]:
+    """(netns name or None for the controller host's own, None) when this worker may apply `host`, else (None, why)."""
+    hv = hostvars[host]
+    connection = str(hv.get("ansible_connection") or "ssh")
+    if connection in NETNS_CONNECTIONS:
+        transport = connection
+    elif connection in LOCAL_CONNECTIONS:
+        transport = "local"
+    else:
+        transport = connection
+    reason = in_process_refusal(transport=transport, load_name=connection,
+                                become=boolean(hv.get("ansible_become", False), strict=False), async_val=0,
+                                environment={}, enabled=hv.get(IN_PROCESS_VAR, True), host_module=True)
+    if reason:
+        return None, reason
+    if transport == "local":
+        return None, None
+    netns = str(hv.get("ansible_netns_name") or hv.get("ansible_host") or host)
+    if not valid_netns_name(netns):
+        return None, "invalid network namespace name %r" % netns
+    return netns, None
+
+
+class ActionModule(InProcessAction):
+    """liqo.fabric.overlay_dataplane_batch."""
+
+    host_module = True
+
+    def run(self, tmp=None, task_vars=None):
+        result = super(InProcessAction, self).run(tmp, task_vars)  # ActionBase.run: this is no module of its own
+        task_vars = task_vars if task_vars is not None else {}
+        args = self._checked_args()
+        hosts = args["hosts"]
+        unbatched: dict[str, str] = {}
+        if not args["enabled"]:
+            unbatched = {h: "enabled is false" for h in hosts}
+            return dict(result, changed=False, applied={}, unbatched=unbatched)
+        task_reason = self._in_process_refusal(task_vars)  # the task's own become, environment, speed paths
+        targets: dict[str, str | None] = {}
+        for host in hosts:
+            netns, why = (None, task_reason) if task_reason else host_target(task_vars["hostvars"], host)
+            if why:
+                unbatched[host] = why
+            else:
+                targets[host] = netns
+
+        profile = self._serialization_profile(PYTHON_MODULE)
+        encoder = get_module_encoder(profile, Direction.CONTROLLER_TO_MODULE)
+        jobs = {}
+        for host, netns in targets.items():
+            module_args = dict(node=hosts[host] or {}, table=args["table"], state=args["state"])
+            self._update_module_args(MODULE, module_args, task_vars)
+            params = json.dumps(dict(ANSIBLE_MODULE_ARGS=module_args), cls=encoder).encode()
+            jobs[host] = (lambda p=params: self._call_main(PYTHON_MODULE, p, profile), netns)
+        display.vvv("liqo.fabric in-process: %d host(s) in children of the worker, %d left per host"
+                    % (len(jobs), len(unbatched)))
+        outcomes = run_forked_many(jobs, parallel=args["parallel"])
+
+        applied, diffs, warnings = {}, [], []
+        for host in hosts:
+            if host not in outcomes:
+                continue
+            outcome = outcomes[host]
+            if isinstance(outcome, ForkError):
+                unbatched[host] = "%s: %s" % (MODULE, outcome)
+                continue
+            res, written = outcome
+            res["stderr"] += written
+            data = self._clean_module_data(self._parse_returned_data(res, profile))
+            if data.get("failed"):
+                unbatched[host] = "%s failed: %s" % (MODULE, data.get("msg", "no message"))
+                continue
+            for w in data.pop("warnings", None) or []:
+                warnings.append("%s: %s" % (host, w))
+            diffs.extend(_labelled(host, data.pop("diff", None)))
+            applied[host] = data
+        result.update(changed=any(r.get("changed") for r in applied.values()), applied=applied, unbatched=unbatched)
+        if warnings:
+            result["warnings"] = warnings
+        if diffs and self._task.diff:
+            result["diff"] = diffs
+        return result
+
+    def _checked_args(self):
+        args = dict(table=18952, state="present", parallel=4, enabled=True)
+        unknown = sorted(set(self._task.args) - set(ARGS))
+        if unknown:
+            raise AnsibleActionFail("%s: unsupported parameter(s): %s" % (self._task.action, ", ".join(unknown)))
+        args.update(self._task.args)
+        if not isinstance(args.get("hosts"), dict):
+            raise AnsibleActionFail("hosts: a dict of host name -> planned node is required, got %r" % (args.get("hosts"),))
+        try:
+            args["table"] = int(args["table"])
+            args["parallel"] = int(args["parallel"])
+            args["enabled"] = boolean(args["enabled"], strict=True)
+        except (TypeError, ValueError) as exc:
+            raise AnsibleActionFail("table, parallel, enabled: %s" % exc) from None
+        if args["state"] not in ("present", "absent"):
+            raise AnsibleActionFail("state: %r is not one of present, absent" % (args["state"],))
+        if args["parallel"] < 1:
+            raise AnsibleActionFail("parallel: %d is not a positive number of children" % args["parallel"])
+        return args
+
+
+def _labelled(host, diff):
+    for d in diff if isinstance(diff, list) else [diff] if diff else []:
+        d = dict(d)
+        for key in ("before_header", "after_header"):
+            d[key] = "%s: %s" % (host, d.get(key, key.split("_")[0]))
+        yield d
