@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import gc
 import json
 import os
 import select
@@ -89,6 +90,10 @@ def _read_all(fd: int) -> bytes:
 
 
 def _child(fn: t.Callable[[], t.Any], netns: str | None, result_w: int, output_fd: int) -> t.NoReturn:
+    # No garbage collection in this short-lived child: a collection walks the objects inherited from the worker
+    # (ansible-playbook with its inventory and variables), writing to each one's header, so every page of the heap is
+    # copied. Measured at 100 nodes: ~50 ms of an overlay_dataplane run of ~80 ms went there.
+    gc.disable()
     try:
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
