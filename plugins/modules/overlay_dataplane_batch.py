@@ -69,9 +69,10 @@ EXAMPLES = r"""
   run_once: true
   register: overlay
 
-- name: Overlay of the nodes the controller host reaches, in one task
+- name: Overlay of the nodes the controller host reaches, in one task (hosts named after their Nodes)
   liqo.fabric.overlay_dataplane_batch:
-    hosts: "{{ dict(ansible_play_hosts | zip(ansible_play_hosts | map('extract', overlay.hosts))) }}"
+    hosts: "{{ overlay | liqo.fabric.node_overlay_pending(ansible_play_hosts, [''] * ansible_play_hosts | length, false, true) }}"
+  delegate_to: localhost
   run_once: true
   register: batch
 
