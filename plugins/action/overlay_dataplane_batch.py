@@ -145,6 +145,6 @@ class ActionModule(InProcessAction):
 def _labelled(host, diff):
     for d in diff if isinstance(diff, list) else [diff] if diff else []:
         d = dict(d)
-        for key in ("before_header", "after_header"):
-            d[key] = "%s: %s" % (host, d.get(key, key.split("_")[0]))
+        for key, default in (("before_header", "before"), ("after_header", "after")):
+            d[key] = "%s: %s" % (host, d.get(key, default))
         yield d
