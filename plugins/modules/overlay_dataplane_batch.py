@@ -71,7 +71,7 @@ EXAMPLES = r"""
 
 - name: Overlay of the nodes the controller host reaches, in one task (hosts named after their Nodes)
   liqo.fabric.overlay_dataplane_batch:
-    hosts: "{{ overlay | liqo.fabric.node_overlay_pending(ansible_play_hosts, [''] * ansible_play_hosts | length, false, true) }}"
+    hosts: "{{ dict(ansible_play_hosts | ansible.builtin.zip(ansible_play_hosts | map('ansible.builtin.extract', overlay.hosts))) }}"
   delegate_to: localhost
   run_once: true
   register: batch
