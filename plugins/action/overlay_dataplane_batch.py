@@ -8,34 +8,28 @@ this worker cannot act for is left to a per-host task (docs/scale.md)."""
 
 from __future__ import annotations
 
-import importlib
-import json
-
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.utils.display import Display
 
-from ansible_collections.liqo.fabric.plugins.plugin_utils import speed_paths
 from ansible_collections.liqo.fabric.plugins.plugin_utils.in_process import (
-    IN_PROCESS_VAR, LOCAL_CONNECTIONS, NETNS_CONNECTIONS, PRIVATE_IMPORT_ERROR, InProcessAction, in_process_refusal)
+    IN_PROCESS_VAR, LOCAL_CONNECTIONS, NETNS_CONNECTIONS, InProcessAction, in_process_refusal, preload)
 from ansible_collections.liqo.fabric.plugins.plugin_utils.netns_fork import ForkError, run_forked_many, valid_netns_name
-
-try:  # same as in_process: present on the tested ansible-core
-    from ansible.module_utils.common.json import Direction, get_module_encoder
-except ImportError:  # pragma: no cover
-    pass
 
 display = Display()
 
 MODULE = "liqo.fabric.overlay_dataplane"
 PYTHON_MODULE = "ansible_collections.liqo.fabric.plugins.modules.overlay_dataplane"
-ARGS = {"hosts": dict, "table": int, "state": str, "parallel": int, "enabled": bool}
+ARGUMENT_SPEC = dict(
+    hosts=dict(type="dict", required=True),
+    table=dict(type="int", default=18952),
+    state=dict(type="str", default="present", choices=["present", "absent"]),
+    parallel=dict(type="int", default=4),
+    enabled=dict(type="bool", default=True),
+)
 
-if not (speed_paths.off_reason() or PRIVATE_IMPORT_ERROR):
-    try:  # imported once here, in ansible-playbook, for every child (see in_process.preload)
-        importlib.import_module(PYTHON_MODULE)
-    except Exception:  # pylint: disable=broad-exception-caught  # each host's run reports it
-        pass
+# overlay_dataplane imported once here, in ansible-playbook, for every child (its own action plugin may not be loaded)
+preload("ansible_collections.liqo.fabric.plugins.action.overlay_dataplane")
 
 
 def host_target(hostvars, host: str) -> tuple[str | None, str | None]:
@@ -85,12 +79,10 @@ class ActionModule(InProcessAction):
                 targets[host] = netns
 
         profile = self._serialization_profile(PYTHON_MODULE)
-        encoder = get_module_encoder(profile, Direction.CONTROLLER_TO_MODULE)
         jobs = {}
         for host, netns in targets.items():
-            module_args = dict(node=hosts[host] or {}, table=args["table"], state=args["state"])
-            self._update_module_args(MODULE, module_args, task_vars)
-            params = json.dumps(dict(ANSIBLE_MODULE_ARGS=module_args), cls=encoder).encode()
+            params = self._module_params(MODULE, dict(node=hosts[host] or {}, table=args["table"], state=args["state"]),
+                                         task_vars, profile)
             jobs[host] = (lambda p=params: self._call_main(PYTHON_MODULE, p, profile), netns)
         display.vvv("liqo.fabric in-process: %d host(s) in children of the worker, %d left per host"
                     % (len(jobs), len(unbatched)))
@@ -106,7 +98,7 @@ class ActionModule(InProcessAction):
                 continue
             res, written = outcome
             res["stderr"] += written
-            data = self._clean_module_data(self._parse_returned_data(res, profile))
+            data = self._module_result(res, profile)
             if data.get("failed"):
                 unbatched[host] = "%s failed: %s" % (MODULE, data.get("msg", "no message"))
                 continue
@@ -122,21 +114,7 @@ class ActionModule(InProcessAction):
         return result
 
     def _checked_args(self):
-        args = dict(table=18952, state="present", parallel=4, enabled=True)
-        unknown = sorted(set(self._task.args) - set(ARGS))
-        if unknown:
-            raise AnsibleActionFail("%s: unsupported parameter(s): %s" % (self._task.action, ", ".join(unknown)))
-        args.update(self._task.args)
-        if not isinstance(args.get("hosts"), dict):
-            raise AnsibleActionFail("hosts: a dict of host name -> planned node is required, got %r" % (args.get("hosts"),))
-        try:
-            args["table"] = int(args["table"])
-            args["parallel"] = int(args["parallel"])
-            args["enabled"] = boolean(args["enabled"], strict=True)
-        except (TypeError, ValueError) as exc:
-            raise AnsibleActionFail("table, parallel, enabled: %s" % exc) from None
-        if args["state"] not in ("present", "absent"):
-            raise AnsibleActionFail("state: %r is not one of present, absent" % (args["state"],))
+        dummy, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         if args["parallel"] < 1:
             raise AnsibleActionFail("parallel: %d is not a positive number of children" % args["parallel"])
         return args

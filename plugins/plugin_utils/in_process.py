@@ -207,15 +207,22 @@ class InProcessAction(ActionBase):
         with open(importlib.util.find_spec(python_name).origin, "rb") as f:
             return module_common._get_module_metadata(ast.parse(f.read())).serialization_profile
 
+    def _module_params(self, module_name, module_args, task_vars, profile):
+        """The module's arguments as AnsiballZ would hand them over (with check mode, diff, no_log, ...), encoded."""
+        module_args = dict(module_args)
+        self._update_module_args(module_name, module_args, task_vars)
+        encoder = get_module_encoder(profile, Direction.CONTROLLER_TO_MODULE)
+        return json.dumps(dict(ANSIBLE_MODULE_ARGS=module_args), cls=encoder).encode()
+
+    def _module_result(self, res, profile):
+        """A _call_main() outcome parsed and cleaned as _execute_module() does a real module's output."""
+        return self._clean_module_data(self._parse_returned_data(res, profile))
+
     def _execute_in_process(self, task_vars):
         module_name = self._task.action
         dummy, python_name = module_fqcn(type(self).__module__)
-        module_args = dict(self._task.args)
-        self._update_module_args(module_name, module_args, task_vars)
-
         profile = self._serialization_profile(python_name)
-        encoder = get_module_encoder(profile, Direction.CONTROLLER_TO_MODULE)
-        json_params = json.dumps(dict(ANSIBLE_MODULE_ARGS=module_args), cls=encoder).encode()
+        json_params = self._module_params(module_name, self._task.args, task_vars, profile)
 
         if self.host_module:
             netns = self._connection.netns_name() if self._connection.transport in NETNS_CONNECTIONS else None
@@ -233,8 +240,7 @@ class InProcessAction(ActionBase):
             display.vvv("%s yes, %s ran in the worker process (no AnsiballZ)" % (MARKER, module_name),
                         host=self._host_label(task_vars))
             res = self._call_main(python_name, json_params, profile)
-        data = self._parse_returned_data(res, profile)
-        return self._clean_module_data(data)
+        return self._module_result(res, profile)
 
     @staticmethod
     def _call_main(python_name, json_params, profile):
