@@ -125,4 +125,4 @@ def test_make_e2e_plain_runs_the_e2e_group_with_the_speed_paths_off():
     assert proc.returncode == 0, proc.stderr
     assert "hack/run-tests.sh e2e-plain" in proc.stdout
     with open(os.path.join(root, "hack", "run-tests.sh"), encoding="utf-8") as f:
-        assert "e2e-plain) LIQO_FABRIC_SPEED_PATHS=off pytest_group e2e-plain tests/e2e ;;" in f.read()
+        assert 'e2e-plain) LIQO_FABRIC_SPEED_PATHS=off pytest_group e2e-plain "${E2E_PARALLEL[@]}" tests/e2e ;;' in f.read()
