@@ -126,3 +126,24 @@ def test_make_e2e_plain_runs_the_e2e_group_with_the_speed_paths_off():
     assert "hack/run-tests.sh e2e-plain" in proc.stdout
     with open(os.path.join(root, "hack", "run-tests.sh"), encoding="utf-8") as f:
         assert 'e2e-plain) LIQO_FABRIC_SPEED_PATHS=off pytest_group e2e-plain "${E2E_PARALLEL[@]}" tests/e2e ;;' in f.read()
+
+
+def _e2e_pytest(*args, **env):
+    root = os.path.join(os.path.dirname(__file__), "..", "..")
+    base = {k: v for k, v in os.environ.items() if k != speed_paths.ENV}
+    return subprocess.run([os.path.join(VENV_BIN, "python"), "-m", "pytest", "-p", "no:cacheprovider", "-q", *args],
+                          cwd=root, capture_output=True, text=True, check=False, env={**base, **env}, timeout=120)
+
+
+def test_e2e_kubelet_lab_modules_go_first_and_skip_with_the_speed_paths_off():
+    """tests/e2e/conftest.py: the kubelet-lab modules lead the collection (one parallel worker takes them, longest
+    first); with LIQO_FABRIC_SPEED_PATHS=off they skip, saying why (their pods run the image's own ansible-core)."""
+    proc = _e2e_pytest("--collect-only", "tests/e2e")
+    ids = [line for line in proc.stdout.splitlines() if "::" in line]
+    modules = list(dict.fromkeys(i.split("::")[0] for i in ids))
+    assert sorted(modules[:2]) == ["tests/e2e/test_in_cluster.py", "tests/e2e/test_real_lab.py"], modules
+    assert len(modules) > 10
+    proc = _e2e_pytest("-rs", "tests/e2e/test_real_lab.py", **{speed_paths.ENV: "off"})
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    assert "LIQO_FABRIC_SPEED_PATHS=off: a kubelet-lab module" in proc.stdout
+    assert " passed" not in proc.stdout and " skipped" in proc.stdout, proc.stdout[-2000:]
