@@ -15,14 +15,11 @@ mkdir -p build/reports && rm -f build/reports/*.xml build/reports/*.count
 declare -A RESULT
 # The integration and e2e groups in parallel workers (pytest-xdist): their tests wait on handshakes, pods,
 # controllers and timeouts about half of the time (the CPUs are 40-60 % idle in a serial run), so two workers fit
-# two CPUs. A file stays on one worker (its module-scoped fixtures are made once); the e2e kubelet-lab modules
-# share one worker (tests/e2e/conftest.py). LIQO_FABRIC_TEST_WORKERS=0 runs them in this process, one by one.
+# two CPUs. A file stays on one worker (its module-scoped fixtures are made once), handed out in collection order
+# (tests/e2e/conftest.py puts the longest first). LIQO_FABRIC_TEST_WORKERS=0 runs them in this process, one by one.
 WORKERS=${LIQO_FABRIC_TEST_WORKERS:-2}
-E2E_PARALLEL=() INTEGRATION_PARALLEL=()
-if [ "$WORKERS" -gt 0 ]; then
-  E2E_PARALLEL=(-n "$WORKERS" --dist loadgroup --no-loadscope-reorder)
-  INTEGRATION_PARALLEL=(-n "$WORKERS" --dist loadfile)
-fi
+PARALLEL=()
+[ "$WORKERS" -gt 0 ] && PARALLEL=(-n "$WORKERS" --dist loadfile --no-loadscope-reorder)
 
 pytest_group() {  # name, paths...
   local name=$1; shift
@@ -90,17 +87,17 @@ group=${1:-all}
 case $group in
   lint) lint ;;
   unit) pytest_group unit tests/unit ;;
-  integration) pytest_group integration "${INTEGRATION_PARALLEL[@]}" tests/integration ;;
-  e2e) pytest_group e2e "${E2E_PARALLEL[@]}" tests/e2e ;;
+  integration) pytest_group integration "${PARALLEL[@]}" tests/integration ;;
+  e2e) pytest_group e2e "${PARALLEL[@]}" tests/e2e ;;
   # the e2e group with the speed paths on private ansible-core internals off (plugins/plugin_utils/speed_paths.py)
-  e2e-plain) LIQO_FABRIC_SPEED_PATHS=off pytest_group e2e-plain "${E2E_PARALLEL[@]}" tests/e2e ;;
+  e2e-plain) LIQO_FABRIC_SPEED_PATHS=off pytest_group e2e-plain "${PARALLEL[@]}" tests/e2e ;;
   sanity) sanity ;;
   molecule) molecule_group ;;
   all)
     lint
     pytest_group unit tests/unit
-    pytest_group integration "${INTEGRATION_PARALLEL[@]}" tests/integration
-    pytest_group e2e "${E2E_PARALLEL[@]}" tests/e2e
+    pytest_group integration "${PARALLEL[@]}" tests/integration
+    pytest_group e2e "${PARALLEL[@]}" tests/e2e
     molecule_group
     sanity
     ;;

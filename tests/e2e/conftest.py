@@ -7,27 +7,26 @@ from ansible_collections.liqo.fabric.plugins.plugin_utils import speed_paths
 from tests.conftest import require_root
 from tests.lab import Lab
 
-# Kubelet labs (containerd, real pods: the heaviest modules) never run two at once.
-KUBELET_LAB_MODULES = ("test_in_cluster.py", "test_real_lab.py")
+# The kubelet-lab modules (containerd, real pods: the heaviest); tests/lab takes one real-node lab at a time per host.
+KUBELET_LAB_FIRST, KUBELET_LAB_LAST = "test_in_cluster.py", "test_real_lab.py"
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups (its own hook of the same name)
 def pytest_collection_modifyitems(items):
-    """The e2e group runs in parallel workers (hack/run-tests.sh: pytest-xdist, --dist loadgroup). A module's tests
-    share a worker, so its module-scoped lab is made once; the kubelet-lab modules share one worker and go first,
-    being the longest, while the other worker takes the light-lab modules.
-    With the speed paths off (`make e2e-plain`) the kubelet-lab modules are skipped: their fabric runs in the
-    image's pods, whose pinned ansible-core keeps the speed paths on whatever this process's environment says,
-    so they would repeat the e2e group's run."""
+    """The e2e group runs in two workers (hack/run-tests.sh: pytest-xdist, --dist loadfile, a module per worker so
+    its module-scoped lab is made once, handed out in this order). test_in_cluster, the longest module, goes first;
+    test_real_lab goes last, so the other worker reaches it only after the light-lab modules, by when the first
+    kubelet lab is down (were it still up, the second would wait for it: Lab._lock_real_nodes).
+    With the speed paths off (`make e2e-plain`) both skip: their fabric runs in the image's pods, whose pinned
+    ansible-core keeps the speed paths on whatever this process's environment says, so they would repeat the e2e
+    group's run."""
     switch = os.environ.get(speed_paths.ENV, "")
     plain = f"{speed_paths.ENV}={switch}" if switch.strip().lower() in speed_paths.OFF_VALUES else None
     for item in items:
-        name = item.path.name
-        item.add_marker(pytest.mark.xdist_group("kubelet-lab" if name in KUBELET_LAB_MODULES else name))
-        if plain and name in KUBELET_LAB_MODULES:
+        if plain and item.path.name in (KUBELET_LAB_FIRST, KUBELET_LAB_LAST):
             item.add_marker(pytest.mark.skip(reason=f"{plain}: a kubelet-lab module; its fabric runs in the image's pods "
                                                     "(pinned ansible-core, speed paths on), as in the e2e group"))
-    items.sort(key=lambda item: item.path.name not in KUBELET_LAB_MODULES)  # stable: each module keeps its order
+    order = {KUBELET_LAB_FIRST: 0, KUBELET_LAB_LAST: 2}
+    items.sort(key=lambda item: order.get(item.path.name, 1))  # stable: each module keeps its order
 
 
 @pytest.fixture(scope="module")
