@@ -60,8 +60,15 @@ PY
   RESULT[sanity]=$rc
 }
 
+# molecule (ansible-compat) installs a copy of this collection under $ANSIBLE_HOME/collections, which then comes
+# before build/collections for ansible-lint: a copy left by an earlier run would be linted instead of this tree.
+drop_collection_copy() {
+  rm -rf "$ANSIBLE_HOME/collections/ansible_collections/liqo/fabric"
+}
+
 lint() {
   echo "=== ansible-lint (production profile, .ansible-lint) over roles/ and playbooks/"
+  drop_collection_copy
   ansible-lint --nocolor roles playbooks >"$ROOT/build/reports/lint.txt" 2>&1
   local rc=$?
   grep -vE "^\s*$|^WARNING  Directory expansion" "$ROOT/build/reports/lint.txt" | tail -40 | sed 's/^/  /'
@@ -79,6 +86,7 @@ molecule_group() {
     # a fresh lab per scenario, so two runs (or a crashed one) never collide
     LFAB_MOLECULE_LAB_ID=$(od -An -N2 -tx1 /dev/urandom | tr -d ' \n') molecule test -s "$s" && ok=$((ok + 1)) || { rc=1; bad=$((bad + 1)); }
   done
+  drop_collection_copy
   echo "$ok $bad 0" > build/reports/molecule.count
   RESULT[molecule]=$rc
 }
