@@ -143,7 +143,9 @@ class PlaybookRunner:
         self._cold_logged: set = set()
         off = speed_paths.off_reason() if warm else None
         if off:  # the zygote patches ansible-core internals: only on the versions the suite runs
-            log.warning("warm runner off", extra={"fields": {"reason": speed_paths.warning(off)}})
+            # a warning for an untested ansible-core; LIQO_FABRIC_SPEED_PATHS=off is the user's choice: info
+            (log.warning if speed_paths.unsupported_core() else log.info)(
+                "warm runner off", extra={"fields": {"reason": speed_paths.warning(off)}})
         elif warm:
             self._start_zygote(zygote_at_start)
 

@@ -89,7 +89,21 @@ def test_controller_runs_cold_on_an_untested_core(tmp_path, monkeypatch, caplog)
     runner = PlaybookRunner(str(tmp_path / "runtime"), root, warm=True)
     try:
         assert runner.zygote is None
-        assert "warm runner off" in caplog.text
+        assert [r.levelname for r in caplog.records if r.getMessage() == "warm runner off"] == ["WARNING"]
+    finally:
+        runner.close()
+
+
+def test_controller_runs_cold_with_the_switch_off_and_no_warning(tmp_path, monkeypatch, caplog):
+    """LIQO_FABRIC_SPEED_PATHS=off is the user's choice: the controller says so at info level, no warning."""
+    from controller.runner import PlaybookRunner  # pylint: disable=import-outside-toplevel
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    monkeypatch.setenv(speed_paths.ENV, "off")
+    caplog.set_level("INFO")
+    runner = PlaybookRunner(str(tmp_path / "runtime"), root, warm=True)
+    try:
+        assert runner.zygote is None
+        assert [r.levelname for r in caplog.records if r.getMessage() == "warm runner off"] == ["INFO"]
     finally:
         runner.close()
 
