@@ -34,11 +34,19 @@ def parse(version):
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
-def off_reason(version=None, environ=None):
-    """Why the speed paths are off (a short reason), or None when they may run."""
+def switched_off(environ=None):
+    """'LIQO_FABRIC_SPEED_PATHS=<value>' when the user turned the speed paths off, else None."""
     environ = os.environ if environ is None else environ
     if environ.get(ENV, "").strip().lower() in OFF_VALUES:
         return "%s=%s" % (ENV, environ[ENV])
+    return None
+
+
+def off_reason(version=None, environ=None):
+    """Why the speed paths are off (a short reason), or None when they may run."""
+    reason = switched_off(environ)
+    if reason:
+        return reason
     version = core_version() if version is None else version
     parsed = parse(version)
     if parsed is None or not TESTED_MIN <= parsed < TESTED_BELOW:

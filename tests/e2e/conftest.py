@@ -1,6 +1,4 @@
 """Lab clusters for end-to-end tests (real kube-apiserver + etcd, netns nodes and pods)."""
-import os
-
 import pytest
 
 from ansible_collections.liqo.fabric.plugins.plugin_utils import speed_paths
@@ -19,8 +17,7 @@ def pytest_collection_modifyitems(items):
     With the speed paths off (`make e2e-plain`) both skip: their fabric runs in the image's pods, whose pinned
     ansible-core keeps the speed paths on whatever this process's environment says, so they would repeat the e2e
     group's run."""
-    switch = os.environ.get(speed_paths.ENV, "")
-    plain = f"{speed_paths.ENV}={switch}" if switch.strip().lower() in speed_paths.OFF_VALUES else None
+    plain = speed_paths.switched_off()
     for item in items:
         if plain and item.path.name in (KUBELET_LAB_FIRST, KUBELET_LAB_LAST):
             item.add_marker(pytest.mark.skip(reason=f"{plain}: a kubelet-lab module; its fabric runs in the image's pods "

@@ -15,11 +15,12 @@ import tempfile
 
 import pytest
 
+from ansible_collections.liqo.fabric.plugins.plugin_utils import speed_paths
 from tests.ansible_run import VENV_BIN, ansible_env
 from tests.conftest import COLLECTIONS
 
 pytestmark = [pytest.mark.skipif(not shutil.which("kubectl"), reason="kubectl is not installed"),
-              pytest.mark.skipif(os.environ.get("LIQO_FABRIC_SPEED_PATHS", "").lower() in ("off", "0", "false", "no"),
+              pytest.mark.skipif(speed_paths.switched_off() is not None,
                                  reason="LIQO_FABRIC_SPEED_PATHS=off: these tests are about the in-process speed path")]
 
 MARKER = re.compile(r"liqo\.fabric in-process: (yes|no)\b([^\n]*)")
