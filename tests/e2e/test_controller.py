@@ -322,8 +322,9 @@ def test_gitops_apply_converges_and_resync_skips(kube, controllers):
     assert types["NetworkCIDRsConfigured"]["status"] == "True"  # the playbook's condition survived ours
     assert types["Reconciling"]["status"] == "False" and types["Degraded"]["status"] == "False"
     assert types["Ready"]["observedGeneration"] == 1
-    events = [e for e in kube.list("Event", "default") if e["involvedObject"]["name"] == "conv1"]
-    assert any(e["reason"] == "Reconciled" for e in events), events
+    # posted after the status write: wait for it
+    wait_for(lambda: any(e["involvedObject"]["name"] == "conv1" and e["reason"] == "Reconciled"
+                         for e in kube.list("Event", "default")), 30, "conv1 Reconciled Event")
 
     kube.patch("Configuration", "default", "conv1", {"spec": {"remote": {"cidr": {"pod": ["10.244.0.0/16"]}}}})
     wait_for(lambda: ready(kube, "Configuration", "default", "conv1", generation=2), 60, "conv1 Ready at generation 2")
@@ -356,8 +357,10 @@ def test_bad_input_is_degraded_naming_the_field_others_served(kube, controllers)
     assert "Allocate remapped CIDRs" in deg["message"], deg  # the failed task's name
     assert kube.condition("Configuration", "default", "bad1", "Ready")["status"] == "False"
     assert kube.get("Configuration", "default", "good1")["status"]["remote"]["cidr"]["pod"][0]
-    warn = [e for e in kube.list("Event", "default") if e["involvedObject"]["name"] == "bad1" and e["type"] == "Warning"]
-    assert warn and "spec.remote.cidr.pod" in warn[0]["message"]
+    # the controller posts the Event after it writes the status: wait for it rather than read once
+    warn = wait_for(lambda: [e for e in kube.list("Event", "default")
+                             if e["involvedObject"]["name"] == "bad1" and e["type"] == "Warning"], 30, "bad1 Warning Event")
+    assert "spec.remote.cidr.pod" in warn[0]["message"], warn
     # still serving: a new good object converges while bad1 keeps failing
     kube.create(configuration("good2"))
     wait_for(lambda: ready(kube, "Configuration", "default", "good2"), 60, "good2 Ready")
