@@ -343,24 +343,27 @@ def ping_gaps(output: str, started: float, ended: float) -> tuple[float, float, 
     return gap, begin, len(stamps), ended - stamps[-1]
 
 
-def measure_failover(lab, client_pod, target) -> bool:
+def failover_once(lab, client_ns: str, target: str, active_host: str, **extra) -> dict:
+    """One reconcile_gateway run that makes active_host cluster a's active gateway, under a 50 ms ping from
+    client_ns to target (one flow: it must survive the move). extra: the run's other variables."""
     a = lab["a"]
-    fabric.wait_for(lambda: a.ping(client_pod.netns, target), 10, what="pod -> remote pod before the failover")
+    fabric.wait_for(lambda: a.ping(client_ns, target), 10, what="pod -> remote pod before the failover")
     log = tempfile.TemporaryFile(mode="w+")  # not a pipe: a full pipe would stall ping and the clock
-    pinger = Background(client_pod.netns, ["ping", "-n", "-D", "-O", "-i", "0.05", "-W", "1", target],
+    pinger = Background(client_ns, ["ping", "-n", "-D", "-O", "-i", "0.05", "-W", "1", target],
                         stdout=log, stderr=subprocess.STDOUT, text=True)
     try:
         time.sleep(1.0)
         started = time.time()
-        # one run: overlay plan (API only), teardown on a-node-1, build on a-node-2, every node re-pointed, status
+        # one run: overlay plan (API only), teardown on the old host, build on the new one, every node re-pointed,
+        # status
         fabric.playbook("reconcile_gateway", lab.inventory_path, gateway_group="cluster_a_gateway",
-                        nodes_group="cluster_a_nodes", gateway_active_host="a-node-2", gateway_probe_wait=5)
+                        nodes_group="cluster_a_nodes", gateway_active_host=active_host, **extra)
         t_both = time.time()
         deadline = time.monotonic() + 10  # let traffic resume (or prove it does not)
         resumed = False
         while time.monotonic() < deadline and not resumed:
             time.sleep(0.5)
-            resumed = a.ping(client_pod.netns, target)
+            resumed = a.ping(client_ns, target)
         time.sleep(1.0)
     finally:
         pinger.stop()
@@ -369,13 +372,17 @@ def measure_failover(lab, client_pod, target) -> bool:
     output = log.read()
     log.close()
     gap, begin, replies, tail = ping_gaps(output, started, ended)
-    resumed = resumed and tail < 2
-    print(f"  (reconcile_gateway with the overlay took {t_both - started:.1f} s; "
-          f"{replies} replies; the longest gap began {begin - started:.1f} s after it started "
-          f"and ended {t_both - begin - gap:.1f} s before it ended; "
-          f"traffic {'resumed' if resumed else 'did NOT resume'})")
-    figure("failover a-node-1 -> a-node-2: longest gap between replies", gap, "s", target=3)
-    return resumed
+    return {"run": t_both - started, "gap": gap, "resumed": resumed and tail < 2,
+            "detail": f"{replies} replies; the longest gap began {begin - started:.1f} s after the run started "
+                      f"and ended {t_both - begin - gap:.1f} s before it ended"}
+
+
+def measure_failover(lab, client_pod, target) -> bool:
+    got = failover_once(lab, client_pod.netns, target, "a-node-2", gateway_probe_wait=5)
+    print(f"  (reconcile_gateway with the overlay took {got['run']:.1f} s; {got['detail']}; "
+          f"traffic {'resumed' if got['resumed'] else 'did NOT resume'})")
+    figure("failover a-node-1 -> a-node-2: longest gap between replies", got["gap"], "s", target=3)
+    return got["resumed"]
 
 
 def diagnose_failover(lab, client_pod, target) -> None:

@@ -9,6 +9,7 @@ playbook run done.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import os
@@ -106,6 +107,26 @@ def log_records(path: str) -> list:
     return out
 
 
+@contextlib.contextmanager
+def node_agent(cluster, node, tmp_path, log_path: str):
+    """The engine in node mode (the DaemonSet's process) for `node`, in its netns, reaching the lab's apiserver
+    there; JSON log lines to log_path. Yields the process; stops it by its process group."""
+    env = dict(os.environ, PYTHONPATH=ROOT, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"],
+               HOME=str(tmp_path), KUBECONFIG=cluster.kubeconfig)   # in a pod: its ServiceAccount
+    argv = [sys.executable, "-m", "controller", "--mode", "node", "--node-name", node.name,
+            "--watches", "controller/watches-in-cluster.yaml", "--cluster", f"{cluster.name}={cluster.kubeconfig}",
+            "--metrics-address", "127.0.0.1", "--metrics-port", "0", "--runtime-dir", str(tmp_path / "rt"),
+            "--workers", "1", "--debounce", "0.1"]
+    with ApiIntoNetns(node.netns, cluster.kubeconfig), open(log_path, "ab") as log:
+        agent = netns.popen_in(node.netns, argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                               stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            yield agent
+        finally:
+            os.killpg(agent.pid, signal.SIGTERM)
+            agent.wait(30)
+
+
 def test_node_agent_repoints_in_process(lab1, tmp_path):
     cluster = lab1["a"]
     node = cluster.nodes[0]
@@ -118,44 +139,32 @@ def test_node_agent_repoints_in_process(lab1, tmp_path):
         put_status(cluster, "Pod", name, {"phase": "Running", "podIP": ips[name], "podIPs": [{"ip": ips[name]}]})
         time.sleep(1.1)   # creationTimestamp has 1 s resolution: gw-old is the oldest, so the active one
     log_path = str(tmp_path / "agent.log")
-    env = dict(os.environ, PYTHONPATH=ROOT, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"],
-               HOME=str(tmp_path), KUBECONFIG=cluster.kubeconfig)   # in a pod: its ServiceAccount
-    argv = [sys.executable, "-m", "controller", "--mode", "node", "--node-name", node.name,
-            "--watches", "controller/watches-in-cluster.yaml", "--cluster", f"a={cluster.kubeconfig}",
-            "--metrics-address", "127.0.0.1", "--metrics-port", "0", "--runtime-dir", str(tmp_path / "rt"),
-            "--workers", "1", "--debounce", "0.1"]
-    with ApiIntoNetns(node.netns, cluster.kubeconfig), open(log_path, "ab") as log:
-        agent = netns.popen_in(node.netns, argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                               stdin=subprocess.DEVNULL, start_new_session=True)
-        try:
-            wait_for(lambda: fdb_remote(node.netns) == ips["gw-old"], timeout=90, interval=0.2,
-                     what="the node's overlay link to the oldest gateway pod")
-            wait_for(lambda: any(r.get("msg") == "playbook done" for r in log_records(log_path)), timeout=60,
-                     what="the node agent's first playbook run")
-            time.sleep(1)   # the queue is idle
-            moved = time.time()
-            kubectl(cluster, "label", "pod", "gw-new", f"{ACTIVE}=true")
-            wait_for(lambda: fdb_remote(node.netns) == ips["gw-new"], timeout=60, interval=0.02,
-                     what="the link re-pointed to the pod labelled active")
-            repointed = time.time() - moved
-            done = wait_for(lambda: [r for r in log_records(log_path) if r.get("msg") == "playbook done"
-                                     and r.get("ts", "") >= time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(moved))],
-                            timeout=60, what="the playbook run of the label's event")
-            inproc = [r for r in log_records(log_path) if r.get("msg") == "overlay re-pointed in process"]
-            assert inproc and inproc[-1]["gateway_pod"] == "gw-new" and inproc[-1]["pod_ip"] == ips["gw-new"], inproc
-            assert done[-1]["result"] == "ok" and done[-1]["changed"] == 0, done[-1]
-            ran = datetime.datetime.fromisoformat(done[-1]["ts"]).timestamp() - moved
-            print(f"\nlabel moved -> link re-pointed {repointed:.2f} s (the in-process apply {inproc[-1]['seconds']} s); "
-                  f"-> the playbook run of the same event done {ran:.2f} s", flush=True)
+    with node_agent(cluster, node, tmp_path, log_path):
+        wait_for(lambda: fdb_remote(node.netns) == ips["gw-old"], timeout=90, interval=0.2,
+                 what="the node's overlay link to the oldest gateway pod")
+        wait_for(lambda: any(r.get("msg") == "playbook done" for r in log_records(log_path)), timeout=60,
+                 what="the node agent's first playbook run")
+        time.sleep(1)   # the queue is idle
+        moved = time.time()
+        kubectl(cluster, "label", "pod", "gw-new", f"{ACTIVE}=true")
+        wait_for(lambda: fdb_remote(node.netns) == ips["gw-new"], timeout=60, interval=0.02,
+                 what="the link re-pointed to the pod labelled active")
+        repointed = time.time() - moved
+        done = wait_for(lambda: [r for r in log_records(log_path) if r.get("msg") == "playbook done"
+                                 and r.get("ts", "") >= time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(moved))],
+                        timeout=60, what="the playbook run of the label's event")
+        inproc = [r for r in log_records(log_path) if r.get("msg") == "overlay re-pointed in process"]
+        assert inproc and inproc[-1]["gateway_pod"] == "gw-new" and inproc[-1]["pod_ip"] == ips["gw-new"], inproc
+        assert done[-1]["result"] == "ok" and done[-1]["changed"] == 0, done[-1]
+        ran = datetime.datetime.fromisoformat(done[-1]["ts"]).timestamp() - moved
+        print(f"\nlabel moved -> link re-pointed {repointed:.2f} s (the in-process apply {inproc[-1]['seconds']} s); "
+              f"-> the playbook run of the same event done {ran:.2f} s", flush=True)
 
-            # the active pod being deleted (no kubelet confirms it: it stays with its deletionTimestamp)
-            kubectl(cluster, "delete", "pod", "gw-new", "--wait=false")
-            # (here a playbook run the label started may be the one that moves it: it plans after the delete too)
-            wait_for(lambda: fdb_remote(node.netns) == ips["gw-old"], timeout=60, interval=0.05,
-                     what="the link back on the remaining pod")
-        finally:
-            os.killpg(agent.pid, signal.SIGTERM)
-            agent.wait(30)
+        # the active pod being deleted (no kubelet confirms it: it stays with its deletionTimestamp)
+        kubectl(cluster, "delete", "pod", "gw-new", "--wait=false")
+        # (here a playbook run the label started may be the one that moves it: it plans after the delete too)
+        wait_for(lambda: fdb_remote(node.netns) == ips["gw-old"], timeout=60, interval=0.05,
+                 what="the link back on the remaining pod")
     errors = [r for r in log_records(log_path) if r.get("level") in ("warning", "error")]
     assert not errors, errors
     kubectl(cluster, "delete", "pod", "gw-old", "gw-new", "--grace-period=0", "--force", check=False)

@@ -90,11 +90,23 @@ class Lab:
         zero-residue checks compare, and each takes ~2 GiB and both CPUs for a minute to come up."""
         os.makedirs(names.STATE_ROOT, mode=0o700, exist_ok=True)
         fd = os.open(names.STATE_ROOT, os.O_RDONLY | os.O_DIRECTORY)  # the labs' state root itself: no file to remove
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            print(f"lab {self.lab_id}: waiting for the real-node lab before it to go down", file=sys.stderr, flush=True)
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        timeout = float(os.environ.get("LIQO_FABRIC_LAB_LOCK_TIMEOUT", "3600"))
+        deadline, said = time.monotonic() + timeout, False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    os.close(fd)
+                    raise RuntimeError(f"lab {self.lab_id}: the real-node lab before it did not go down within "
+                                       f"LIQO_FABRIC_LAB_LOCK_TIMEOUT={timeout:g} s (lock on {names.STATE_ROOT}; "
+                                       "`python -m tests.lab status` shows the labs up)") from None
+                if not said:
+                    print(f"lab {self.lab_id}: waiting for the real-node lab before it to go down (at most "
+                          f"{timeout:g} s)", file=sys.stderr, flush=True)
+                    said = True
+                time.sleep(1)
         self._real_lock = fd
 
     def __enter__(self):
