@@ -10,7 +10,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,18 +22,13 @@ from ansible_collections.liqo.fabric.plugins.plugin_utils import speed_paths
 from controller.kubeapi import ApiError, ClusterAPI, Unreachable
 from controller.watchmap import RESOURCES
 from tests.conftest import ROOT, require_root
+from tests.lab.apiserver import free_port
 
 pytestmark = pytest.mark.e2e
 PLAYBOOKS = os.path.join(ROOT, "tests", "e2e", "controller_playbooks")
 
 
 # ----------------------------------------------------------------------------------------- helpers
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def wait_for(pred, timeout: float, what: str, interval: float = 0.1):
     deadline = time.monotonic() + timeout
     last = None

