@@ -81,7 +81,7 @@ def free_port() -> int:
     """A port of 127.0.0.1 free now, outside the ephemeral range, not handed out before by this process."""
     high = min(_PORTS[1], _ephemeral_low() - 1)
     rng = random.SystemRandom()
-    for _ in range(200):
+    for _attempt in range(200):
         port = rng.randint(_PORTS[0], high)
         if port in _handed_out:
             continue

@@ -7,7 +7,7 @@ from tests.lab import apiserver
 
 def test_ports_are_below_the_ephemeral_range_distinct_and_free():
     low = apiserver._ephemeral_low()
-    ports = [apiserver.free_port() for _ in range(50)]
+    ports = [apiserver.free_port() for _i in range(50)]
     assert len(set(ports)) == 50
     for port in ports:
         assert apiserver._PORTS[0] <= port < min(low, apiserver._PORTS[1] + 1), port
