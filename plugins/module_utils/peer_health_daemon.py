@@ -24,6 +24,7 @@ import threading
 import time
 
 from ansible_collections.liqo.fabric.plugins.module_utils import peer_health as ph
+from ansible_collections.liqo.fabric.plugins.module_utils import peer_health_hold as hold
 from ansible_collections.liqo.fabric.plugins.module_utils import peer_health_metrics as phm
 from ansible_collections.liqo.fabric.plugins.module_utils import peer_health_status as phs
 from ansible_collections.liqo.fabric.plugins.module_utils import wireguard_session as wgs
@@ -95,16 +96,17 @@ def read_pidfile(state_dir, interface):
 
 
 def running(state_dir):
-    """Interfaces with a probe process file in `state_dir` (alive or not)."""
+    """Interfaces with a probe process file in `state_dir` (alive or not; a hold left without its process too)."""
     try:
         names = os.listdir(state_dir)
     except OSError:
         return []
-    return sorted({n.rsplit(".", 1)[0] for n in names if n.endswith((".pid", ".sock"))})
+    return sorted({n.rsplit(".", 1)[0] for n in names if n.endswith((".pid", ".sock", ".hold"))})
 
 
-def stop(state_dir, interface, timeout=5.0):
-    """Stops the probe process of `interface` and removes its files; True when there was something."""
+def stop(state_dir, interface, timeout=5.0, keep_hold=False):
+    """Stops the probe process of `interface` and removes its files; True when there was something.
+    keep_hold: a restart with a new configuration (a peer key adopted in a rotation) keeps the restart hold."""
     rec = read_pidfile(state_dir, interface)
     found = False
     if rec:
@@ -124,6 +126,8 @@ def stop(state_dir, interface, timeout=5.0):
             found = True
         except FileNotFoundError:
             pass
+    if not keep_hold and hold.release(state_dir, interface):
+        found = True
     try:
         os.rmdir(state_dir)  # the last gateway of the host: no directory left behind
     except OSError:
@@ -159,7 +163,7 @@ def start(spec, state_dir, kube=None, wait=5.0):
     rec = read_pidfile(state_dir, interface)
     if rec and rec.get("config") == cfg:
         return False
-    stop(state_dir, interface)
+    stop(state_dir, interface, keep_hold=True)
     os.makedirs(state_dir, mode=0o700, exist_ok=True)
     os.chmod(state_dir, 0o700)
     pid_path, sock_path = paths(state_dir, interface)
@@ -246,6 +250,7 @@ class Daemon:
         self.counter = phm.Counters(spec["interface"], spec.get("public_key"))
         self.counter_lock = threading.Lock()
         self.sessions_restarted, self.session_error = 0, None
+        self.restarts_held, self.restart_pending = 0, False
 
     # --- views
     def snapshot(self):
@@ -254,7 +259,8 @@ class Daemon:
                 "latency_us": s.latency_us, "losses": s.losses, "since": s.since, "pid": os.getpid(),
                 "answered_pings": self.prober.answered_pings, "counters": self.counters,
                 "connection_written": self.written, "connection_error": self.write_error,
-                "sessions_restarted": self.sessions_restarted, "session_error": self.session_error}
+                "sessions_restarted": self.sessions_restarted, "session_error": self.session_error,
+                "restarts_held": self.restarts_held}
 
     def metrics(self):
         with self.counter_lock:
@@ -296,7 +302,9 @@ class Daemon:
                     time.sleep(self.prober.interval)
                     answered, rtt, why = False, None, "probe failed: %s" % exc
                 changed = self.state.observe(answered, rtt, why=why)
-                if changed and self.state.value == ph.ERROR:
+                if self.state.value != ph.ERROR:
+                    self.restart_pending = False
+                elif changed or self.restart_pending:
                     self._restart_session()
                 due = self.state.value == ph.CONNECTED and (
                     self.written is None or time.time() - self.written[1] >= STATUS_INTERVAL)
@@ -317,7 +325,14 @@ class Daemon:
 
     def _restart_session(self):
         """The peer went silent: restart the WireGuard session so a peer that restarted is reached at its next
-        handshake, not after WireGuard's 15 s (module_utils/wireguard_session.py)."""
+        handshake, not after WireGuard's 15 s (module_utils/wireguard_session.py). Not while a key rotation holds
+        the restarts (peer_health_hold.py): then once the hold is gone, if the peer is still silent."""
+        if hold.remaining(os.path.dirname(self.pid_path), self.spec["interface"]) > 0:
+            if not self.restart_pending:
+                self.restarts_held += 1
+            self.restart_pending = True
+            return
+        self.restart_pending = False
         with self.counter_lock:
             self.counter.read()  # what was counted so far: the re-added peer's counters start from 0
             try:

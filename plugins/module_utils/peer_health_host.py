@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 
 from ansible_collections.liqo.fabric.plugins.module_utils import peer_health_daemon as phd
+from ansible_collections.liqo.fabric.plugins.module_utils import peer_health_hold as hold
+from ansible_collections.liqo.fabric.plugins.module_utils.wireguard import ValidationError, validate_ifname
 from ansible_collections.liqo.fabric.plugins.module_utils.dataplane_manifest import where
 from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import Kube, KubeError
 from ansible_collections.liqo.fabric.plugins.module_utils.peer_health import HealthError
@@ -86,3 +88,31 @@ def apply(gateways, state, state_dir, kubeconfig=None, exclusive=False, check_mo
         out["manifest"] = dict(where(), kind="gateway",
                                health=[{"state_dir": state_dir, "interface": s["interface"]} for s in specs])
     return out
+
+
+def apply_hold(interfaces, seconds, state_dir, check_mode=False):
+    """Holds (seconds > 0) or releases (0) the session restarts of the probes of `interfaces`, all checked first.
+    Only a running probe is held: a host where the gateway is not built (a standby) gets no file. Returns
+    {changed, held, released, not_running, until}."""
+    if not state_dir or not os.path.isabs(state_dir):
+        raise HealthError("state_dir: %r is not an absolute path" % (state_dir,))
+    try:
+        hold.check_seconds(seconds)
+        for i, name in enumerate(interfaces or []):
+            validate_ifname(name, "interfaces[%d]" % i)
+    except (hold.HoldError, ValidationError) as exc:
+        raise HealthError(str(exc))
+    held, released, idle = [], [], []
+    until = None
+    for name in interfaces or []:
+        if seconds == 0:
+            if os.path.exists(hold.hold_path(state_dir, name)) and (check_mode or hold.release(state_dir, name)):
+                released.append(name)
+        elif phd.read_pidfile(state_dir, name) is None:
+            idle.append(name)
+        else:
+            held.append(name)
+            if not check_mode:
+                until = hold.write(state_dir, name, seconds)
+    return {"changed": bool(held or released), "held": held, "released": released, "not_running": idle,
+            "until": until}

@@ -17,6 +17,7 @@ import statistics
 import tempfile
 import time
 
+from controller import warm
 from tests.benchmarks.report import MEASURED, figure, ratio
 from tests.e2e import fabric
 from tests.e2e.fabric import apply_yaml, kubectl, wait_for
@@ -33,19 +34,8 @@ GATEWAY_POD_IP = "10.99.0.10"
 def tree_pss_mib(pid: int) -> float:
     """Proportional set size of pid and its descendants (the engine and its warm runner, a fork that shares most
     of its pages: PSS counts a shared page once across them, RSS once per process), MiB."""
-    children: dict = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat", encoding="utf-8") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
-    total, todo = 0, [pid]
-    while todo:
-        p = todo.pop()
-        todo += children.get(p, [])
+    total = 0
+    for p in [pid] + warm.descendants(pid):
         try:
             with open(f"/proc/{p}/smaps_rollup", encoding="utf-8") as f:
                 total += next(int(line.split()[1]) for line in f if line.startswith("Pss:"))

@@ -3,7 +3,9 @@ gateways' WireGuard keys under a 50 ms ping without losing a packet; afterwards 
 new key, both interfaces use the new keys, the old key no longer completes a handshake, and no private key
 shows in any output. The tests run in order on one lab."""
 import base64
+import glob
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -113,6 +115,10 @@ def test_rotation_under_a_50ms_ping_loses_nothing(lab):
     assert sent == count and received == sent, out[-3000:]
     steps = [line for line in proc.stdout.splitlines() if line.startswith("INFO")]
     assert "INFO   (local) Gateway key switched, old private key destroyed" in steps
+    # both gateways' probes held their session restarts for the rotation (a re-added peer would drop the packets
+    # waiting for the new key's handshake; tests/integration/test_peer_health.py) and released them at its end
+    for c in (a, b):
+        assert glob.glob(os.path.join(c.workdir, "health", "*", "*.hold")) == [], c.name
     assert "INFO   (remote) New public key adopted by the peer" in steps
 
 

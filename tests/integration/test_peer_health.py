@@ -2,6 +2,7 @@
 (liqo.fabric.gateway_dataplane), one probe process per end. The client's process reports the peer
 Connected with a latency; wireguard-go of the server killed -> Error, and the client restarts its WireGuard
 session; the server's tunnel rebuilt -> Connected again within 10 s; WireGuard's byte counters in the metrics rise with traffic; stop leaves nothing behind.
+A held probe (liqo.fabric.peer_health_hold, the key rotation's) keeps the session until released.
 States are polled with a deadline; the measured times are printed."""
 import os
 import pathlib
@@ -17,9 +18,11 @@ from tests.conftest import process_reaped
 from tests.integration.test_gateway_dataplane import build, pair  # noqa: F401 # pylint: disable=unused-import
 from tests.lab import netns
 from ansible_collections.liqo.fabric.plugins.module_utils import peer_health_daemon as phd
+from ansible_collections.liqo.fabric.plugins.module_utils import peer_health_hold as hold
 
 pytestmark = pytest.mark.root
 MODULE = "liqo.fabric.peer_health"
+HOLD = "liqo.fabric.peer_health_hold"
 
 
 def spec(gw, remote_id):
@@ -146,3 +149,68 @@ def test_probe_follows_the_peer_down_and_up(pair, tmp_dir):  # noqa: F811
     assert not any(phd.paths(dirs["client"], cif)[0] in p for p in os.listdir(str(tmp_path)))
     assert st["pid"] not in netns.pids_in_netns(pair["client_ns"])
     assert process_reaped(st["pid"]), st["pid"]
+
+
+def test_a_held_probe_keeps_the_session_until_released(pair, tmp_dir):  # noqa: F811
+    """What a key rotation relies on (liqo.fabric.peer_health_hold): while held, a probe whose peer went silent
+    does not re-add the peer (which would drop the packets waiting for a handshake); released while the peer is
+    still silent, it restarts the session then; stopping the probe removes a hold."""
+    assert build(pair, "server")["rc"] == 0
+    assert build(pair, "client", probe_wait=10)["rc"] == 0
+    state_dir, server_dir = str(tmp_dir / "health-c"), str(tmp_dir / "health-s")
+    cspec, sspec = spec(pair["client"], "cluster-b"), spec(pair["server"], "cluster-a")
+    cif, sif = cspec["interface"], sspec["interface"]
+    # the server's probe answers the client's pings
+    assert run_module(MODULE, {"gateways": [sspec], "state_dir": server_dir}, netns=pair["server_ns"])["rc"] == 0
+    assert run_module(MODULE, {"gateways": [cspec], "state_dir": state_dir}, netns=pair["client_ns"])["rc"] == 0
+
+    def status():
+        return phd.query(state_dir, cif)
+
+    poll(status, lambda s: isinstance(s, dict) and s["value"] == "Connected", 10)
+    # a probe that does not run here is not held (no file: a standby gateway host keeps nothing)
+    held = run_module(HOLD, {"interfaces": [cif, "lwgnothere"], "seconds": 60, "state_dir": state_dir},
+                      netns=pair["client_ns"])
+    assert held["rc"] == 0 and held["changed"] and held["held"] == [cif] and held["not_running"] == ["lwgnothere"]
+    assert held["until"] > time.time() + 50, held
+    assert stat.S_IMODE(os.stat(hold.hold_path(state_dir, cif)).st_mode) == 0o600
+    assert not os.path.exists(hold.hold_path(state_dir, "lwgnothere"))
+
+    netns.exec_in(pair["server_ns"], ["ip", "link", "set", "dev", sif, "down"])
+    poll(status, lambda s: isinstance(s, dict) and s["value"] == "Error", 10)
+    time.sleep(1.5)  # three more probe intervals in Error
+    st = status()
+    assert st["restarts_held"] == 1 and st["sessions_restarted"] == 0, st
+
+    # check mode reports the release and keeps the hold
+    dry = run_module(HOLD, {"interfaces": [cif], "seconds": 0, "state_dir": state_dir}, netns=pair["client_ns"],
+                     check=True)
+    assert dry["changed"] and dry["released"] == [cif] and os.path.exists(hold.hold_path(state_dir, cif)), dry
+    released = run_module(HOLD, {"interfaces": [cif], "seconds": 0, "state_dir": state_dir}, netns=pair["client_ns"])
+    assert released["changed"] and released["released"] == [cif], released
+    assert not os.path.exists(hold.hold_path(state_dir, cif))
+    took, st = poll(status, lambda s: isinstance(s, dict) and s["sessions_restarted"] == 1, 5)
+    print(f"\nsession restarted {took:.2f} s after the hold was released (peer still silent)")
+    again = run_module(HOLD, {"interfaces": [cif], "seconds": 0, "state_dir": state_dir}, netns=pair["client_ns"])
+    assert again["rc"] == 0 and not again["changed"], again
+
+    netns.exec_in(pair["server_ns"], ["ip", "link", "set", "dev", sif, "up"])
+    poll(status, lambda s: isinstance(s, dict) and s["value"] == "Connected", 15)
+
+    # bad input: named, nothing written
+    for args, words in (({"seconds": 3601}, "seconds: 3601"), ({"seconds": -1}, "seconds: -1"),
+                        ({"interfaces": ["bad/name"], "seconds": 5}, "interfaces[0]")):
+        bad = run_module(HOLD, dict({"interfaces": [cif], "state_dir": state_dir}, **args), netns=pair["client_ns"])
+        assert bad["rc"] != 0 and words in bad["msg"], bad
+    assert not os.path.exists(hold.hold_path(state_dir, cif))
+
+    # a hold the rotation did not release goes with the probe
+    assert run_module(HOLD, {"interfaces": [cif], "seconds": 60, "state_dir": state_dir},
+                      netns=pair["client_ns"])["held"] == [cif]
+    gone = run_module(MODULE, {"gateways": [{"interface": cif}], "state": "absent", "state_dir": state_dir},
+                      netns=pair["client_ns"])
+    assert gone["rc"] == 0 and gone["changed"], gone
+    assert not os.path.exists(state_dir)
+    assert run_module(MODULE, {"gateways": [{"interface": sif}], "state": "absent", "state_dir": server_dir},
+                      netns=pair["server_ns"])["rc"] == 0
+    assert not os.path.exists(server_dir)
