@@ -123,7 +123,7 @@ class GatewayHealth(threading.Thread):
             self.written is None or time.monotonic() - self.written >= STATUS_INTERVAL)
         if (changed and self.state.value != ph.CONNECTING) or due:
             self._write()
-        if not answered and ph.restart_due(self.state, changed, self.spec.get("client")):
+        if ph.restart_due(self.state, changed, self.spec.get("client")):  # an answer resets the losses: never due
             # after the Error is written: the restart talks to wireguard-go under the interface's lock, which a
             # reconcile may hold for a moment, and the Connection must not wait for it
             self._restart_session()

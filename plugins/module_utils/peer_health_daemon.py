@@ -20,6 +20,8 @@ import os
 import signal
 import socket
 import socketserver
+import subprocess
+import sys
 import threading
 import time
 
@@ -167,6 +169,60 @@ def start(spec, state_dir, kube=None, wait=5.0):
     os.makedirs(state_dir, mode=0o700, exist_ok=True)
     os.chmod(state_dir, 0o700)
     pid_path, sock_path = paths(state_dir, interface)
+    root = collection_root()
+    if root:
+        _spawn(root, spec, pid_path, sock_path, cfg, getattr(kube, "kubeconfig", None))
+    else:
+        _fork(spec, pid_path, sock_path, cfg, kube)
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        if read_pidfile(state_dir, interface) and os.path.exists(sock_path):
+            return True
+        time.sleep(0.02)
+    stop(state_dir, interface)
+    raise DaemonError("the probe process of %s did not start within %.0f s" % (interface, wait))
+
+
+def collection_root():
+    """The directory that holds this collection's `ansible_collections` when its files are on disk (an installed
+    collection run in-process, the controller), else None (AnsiballZ's payload: a zip removed when the module
+    ends, so the probe process cannot import from it later)."""
+    pkg = sys.modules.get("ansible_collections.liqo.fabric")
+    for path in list(getattr(pkg, "__path__", None) or []):
+        root = os.path.dirname(os.path.dirname(os.path.dirname(path)))
+        if os.path.basename(os.path.dirname(os.path.dirname(path))) == "ansible_collections" and os.path.isfile(
+                os.path.join(path, "plugins", "module_utils", "peer_health_daemon.py")):
+            return root
+    return None
+
+
+# The probe process as a fresh interpreter: run in-process (plugin_utils/in_process.py), the module is a fork of
+# the Ansible worker, whose memory and file descriptors a forked probe process would keep for its whole life.
+_BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); "
+         "from ansible_collections.liqo.fabric.plugins.module_utils import peer_health_daemon as d; d.serve(sys.argv[2])")
+
+
+def _spawn(root, spec, pid_path, sock_path, cfg, kubeconfig):
+    args = json.dumps({"spec": spec, "pid_path": pid_path, "sock_path": sock_path, "config": cfg,
+                       "kubeconfig": kubeconfig})
+    subprocess.Popen([sys.executable, "-c", _BOOT, root, args], stdin=subprocess.DEVNULL,  # pylint: disable=consider-using-with
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd="/", close_fds=True,
+                     start_new_session=True)
+
+
+def serve(args):  # pragma: no cover - the probe process: covered by the integration and e2e tests
+    """Entry of a spawned probe process (_spawn): the arguments as JSON."""
+    a = json.loads(args)
+    os.umask(0o077)
+    kube = None
+    if a.get("kubeconfig"):
+        from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import Kube
+        kube = Kube(a["kubeconfig"])
+    Daemon(a["spec"], a["pid_path"], a["sock_path"], a["config"], kube).run()
+
+
+def _fork(spec, pid_path, sock_path, cfg, kube):
+    """The probe process as a double fork of the module's own (small) AnsiballZ process."""
     child = os.fork()
     if child == 0:  # pragma: no cover - the daemon side is covered by the integration and e2e tests
         try:
@@ -178,13 +234,6 @@ def start(spec, state_dir, kube=None, wait=5.0):
         finally:
             os._exit(0)
     os.waitpid(child, 0)
-    deadline = time.monotonic() + wait
-    while time.monotonic() < deadline:
-        if read_pidfile(state_dir, interface) and os.path.exists(sock_path):
-            return True
-        time.sleep(0.02)
-    stop(state_dir, interface)
-    raise DaemonError("the probe process of %s did not start within %.0f s" % (interface, wait))
 
 
 def _detach():

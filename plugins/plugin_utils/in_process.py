@@ -14,7 +14,7 @@ when that is safe, and otherwise runs the real module with ``_execute_module()``
 Safe means: the task's connection is ``local``, no ``become``, no ``async``, no task ``environment``, and the
 variable ``liqo_fabric_in_process`` (host or task variable, default true) is not false.
 
-Host modules (`HostInProcessAction`: gateway_dataplane, overlay_dataplane, tunnel_probe) change the host
+Host modules (`HostInProcessAction`: gateway_dataplane, overlay_dataplane, tunnel_probe, peer_health, peer_health_hold) change the host
 they run on and start daemons, so their ``main()`` runs in a child forked from the worker
 (plugin_utils/netns_fork.py); with the lab's ``liqo.fabric.netns`` connection the child first joins the
 host's network namespace as ``ip netns exec`` would. That saves the interpreter start, the payload and

@@ -19,6 +19,7 @@ from tests.integration.test_gateway_dataplane import build, pair  # noqa: F401 #
 from tests.lab import netns
 from ansible_collections.liqo.fabric.plugins.module_utils import peer_health_daemon as phd
 from ansible_collections.liqo.fabric.plugins.module_utils import peer_health_hold as hold
+from ansible_collections.liqo.fabric.plugins.plugin_utils import speed_paths
 
 pytestmark = pytest.mark.root
 MODULE = "liqo.fabric.peer_health"
@@ -87,6 +88,14 @@ def test_probe_follows_the_peer_down_and_up(pair, tmp_dir):  # noqa: F811
     took, st = poll(status, lambda s: isinstance(s, dict) and s["value"] == "Connected", 10)
     assert st["latency_us"] > 0
     print(f"\nConnected {took:.2f} s after start, latency {st['latency_us']:.0f} us")
+    # run in-process (a fork of the Ansible worker), the module starts the probe as a fresh interpreter that keeps
+    # none of the worker's memory or descriptors; as an AnsiballZ module (speed paths off), a fork of that process
+    with open(f"/proc/{st['pid']}/cmdline", "rb") as f:
+        argv = f.read().split(b"\0")
+    fresh = b"-c" in argv and any(b"peer_health_daemon" in a for a in argv)
+    assert fresh == (speed_paths.switched_off() is None), argv[:3]
+    fds = os.listdir(f"/proc/{st['pid']}/fd")
+    print(f"probe process: {'a fresh interpreter' if fresh else 'a fork'}, {len(fds)} open descriptors")
     # the files: 0600 in a 0700 directory
     assert stat.S_IMODE(os.stat(dirs["client"]).st_mode) == 0o700
     for p in phd.paths(dirs["client"], cif):

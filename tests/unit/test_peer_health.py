@@ -178,3 +178,16 @@ def test_stop_ends_the_probe_process_without_waiting_out_its_interval(tmp_path):
     took = time.monotonic() - t0
     assert took < 1.0, took
     assert not os.path.exists(state_dir) and phd.running(state_dir) == []
+
+
+def test_the_probe_process_is_spawned_only_from_a_collection_on_disk(monkeypatch, tmp_path):
+    """A probe process started in-process is a fresh interpreter importing the collection from its directory; from
+    AnsiballZ's payload (a zip removed when the module ends) it stays a fork of the module's process."""
+    from ansible_collections.liqo.fabric.plugins.module_utils import peer_health_daemon as phd  # pylint: disable=import-outside-toplevel
+    assert phd.collection_root() == os.path.join(ROOT, "build", "collections")
+    fake = type(sys)("ansible_collections.liqo.fabric")
+    fake.__path__ = [str(tmp_path / "ansible_payload.zip" / "ansible_collections" / "liqo" / "fabric")]
+    monkeypatch.setitem(sys.modules, "ansible_collections.liqo.fabric", fake)
+    assert phd.collection_root() is None
+    fake.__path__ = []
+    assert phd.collection_root() is None
