@@ -92,9 +92,13 @@ class CallbackModule(DefaultCallback):
             return
         res = result._result
         msg = res.get("msg") or res.get("stderr") or res.get("module_stderr") or "failed"
-        name = result._task.get_name().strip()
-        for prefix in PREFIXES:
-            name = name[len(prefix):] if name.startswith(prefix) else name
+        parts = []
+        for part in result._task.get_name().split(" | "):
+            part = part.strip()
+            for prefix in PREFIXES:
+                part = part[len(prefix):].strip() if part.startswith(prefix) else part
+            parts.append(part)
+        name = " / ".join(parts)
         self._display.display("%-6s %s [%s]: %s" % ("ERROR", name, result._host.get_name(), msg), stderr=True)
 
     # -- terse mode overrides; each falls back to the default callback with -v ---------------------

@@ -75,6 +75,7 @@ def overlay(node_plan, table, result, nat_table, nat_family="ip"):
 
 
 NETNS_DIR = "/var/run/netns"
+NETNS_NAME_ENV = "LIQO_FABRIC_NETNS"
 
 
 def where():
@@ -97,10 +98,13 @@ def where():
             return out
     except OSError:
         pass
+    # the name the process was told (netns_fork sets it when it joins a namespace), checked like any other first
+    hint = os.environ.get(NETNS_NAME_ENV, "")
+    names = [hint] if hint and "/" not in hint else []
     try:
-        names = sorted(os.listdir(NETNS_DIR))
+        names += sorted(os.listdir(NETNS_DIR))
     except OSError:
-        names = []
+        pass
     for name in names:
         try:
             st = os.stat(os.path.join(NETNS_DIR, name))

@@ -293,18 +293,23 @@ def _create(ipr, want: Desired, links_by_name: Dict[str, int]) -> None:
     ipr.link("add", **kw)
 
 
-def apply(ipr, name: str, want: Optional[Desired], actions: List[tuple]) -> None:
-    """Performs `actions` (from plan) on link `name`; `want` is None only for a plain delete."""
-    links_by_name = {m.get_attr("IFLA_IFNAME"): m["index"] for m in ipr.get_links()}
+def apply(ipr, name: str, want: Optional[Desired], actions: List[tuple],
+          links_by_name: Optional[Dict[str, int]] = None) -> None:
+    """Performs `actions` (from plan) on link `name`; `want` is None only for a plain delete. `links_by_name`
+    ({name: index} of the namespace, kept up to date here): a caller changing many links passes one, so each change
+    does not dump every link again (a gateway host's 100 overlay links: 100 dumps of 100 links)."""
+    if links_by_name is None:
+        links_by_name = {m.get_attr("IFLA_IFNAME"): m["index"] for m in ipr.get_links()}
     index = links_by_name.get(name)
     for act in actions:
         op = act[0]
         if op == "delete":
             ipr.link("del", index=index)
+            links_by_name.pop(name, None)
             index = None
         elif op == "create":
             _create(ipr, want, links_by_name)
-            index = ipr.link_lookup(ifname=name)[0]
+            index = links_by_name[name] = ipr.link_lookup(ifname=name)[0]
         elif op == "mtu":
             ipr.link("set", index=index, mtu=act[1])
         elif op in ("addr_add", "addr_del"):
@@ -406,6 +411,7 @@ def sync_overlay_links(links: List[dict], owned_prefixes: List[str], check: bool
     with IPRoute(**kw) as ipr:
         snap = LinkSnapshot(ipr)   # each link is read before it changes; one change never touches another link
         existing = list(snap.msgs)
+        by_name = {name: m["index"] for name, m in snap.msgs.items()}
         supported = geneve_supported(ipr) if wanted else None
         for want in wanted:
             want, _supported = resolve_type(want, ipr, supported)
@@ -424,7 +430,7 @@ def sync_overlay_links(links: List[dict], owned_prefixes: List[str], check: bool
             result["created" if current is None else "updated"].append(want.name)
             if not check:
                 try:
-                    apply(ipr, want.name, want, actions)
+                    apply(ipr, want.name, want, actions, by_name)
                 except NetlinkError as e:
                     raise OverlayError(f"{want.name}: kernel refused: {e}") from e
         for name in sorted(existing):
@@ -436,7 +442,7 @@ def sync_overlay_links(links: List[dict], owned_prefixes: List[str], check: bool
                 result["actions"] += describe([("delete",)], name)
                 result["deleted"].append(name)
                 if not check:
-                    apply(ipr, name, None, [("delete",)])
+                    apply(ipr, name, None, [("delete",)], by_name)
     result["changed"] = bool(result["actions"])
     if want_states:
         result["before"], result["after"] = before, after
