@@ -91,7 +91,6 @@ def test_the_overlay_action_plugin_preloads_its_module():
     assert "ansible_collections.liqo.fabric.plugins.modules.overlay_dataplane" in sys.modules
 
 
-
 @pytest.mark.parametrize("plugin, loaded", [("tunnel_probe", True), ("gateway_plan", False)])
 def test_a_host_module_plugin_also_preloads_pyroute2_and_an_api_one_does_not(plugin, loaded):
     """tunnel_probe imports pyroute2 only when it reads a link: its plugin imports it once where it loads, so the
@@ -104,6 +103,7 @@ def test_a_host_module_plugin_also_preloads_pyroute2_and_an_api_one_does_not(plu
     env = {"PYTHONPATH": ROOT + "/build/collections", "PATH": "/usr/bin:/bin"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == str(loaded)
+
 
 def _frozen_in_a_worker(queue):
     inherited = [object() for dummy in range(1000)]

@@ -27,8 +27,8 @@ def callback():
 def test_a_name_of_several_info_parts_prints_a_line_per_part():
     task = Task(name="INFO (local) Connection is established | INFO (remote) Connection is established",
                 action="ansible.builtin.assert", _uuid="t1")
-    assert CallbackModule._progress(task) == ("INFO   (local) Connection is established\n"
-                                             "INFO   (remote) Connection is established")
+    assert CallbackModule._progress(task) == (
+        "INFO   (local) Connection is established\nINFO   (remote) Connection is established")
     assert CallbackModule._progress(Task(name="Plan the overlay", action="x", _uuid="t2")) is None
 
 
