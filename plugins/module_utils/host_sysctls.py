@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import os
 
+from ansible_collections.liqo.fabric.plugins.module_utils.atomic_file import write_atomic
+
 PROC_SYS = "/proc/sys"
 BEFORE = "# liqo.fabric values before the first gateway:"
 GATEWAYS = "# liqo.fabric gateways on this host:"
@@ -65,11 +67,7 @@ def read_record(record_file):
 
 
 def _store(record_file, text):
-    tmp = record_file + ".tmp"
-    with open(tmp, "w", encoding="ascii") as f:
-        f.write(text)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, record_file)
+    write_atomic(record_file, text, mode=0o644)
 
 
 def _live(interfaces):

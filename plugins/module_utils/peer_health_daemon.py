@@ -30,6 +30,7 @@ from ansible_collections.liqo.fabric.plugins.module_utils import peer_health_hol
 from ansible_collections.liqo.fabric.plugins.module_utils import peer_health_metrics as phm
 from ansible_collections.liqo.fabric.plugins.module_utils import peer_health_status as phs
 from ansible_collections.liqo.fabric.plugins.module_utils import wireguard_session as wgs
+from ansible_collections.liqo.fabric.plugins.module_utils.atomic_file import write_atomic
 
 STATE_DIR = "/run/liqo-fabric-health"
 STATUS_INTERVAL = 10.0   # seconds between two latency refreshes of a Connected Connection
@@ -188,11 +189,11 @@ def collection_root():
     collection run in-process, the controller), else None (AnsiballZ's payload: a zip removed when the module
     ends, so the probe process cannot import from it later)."""
     pkg = sys.modules.get("ansible_collections.liqo.fabric")
-    for path in list(getattr(pkg, "__path__", None) or []):
-        root = os.path.dirname(os.path.dirname(os.path.dirname(path)))
-        if os.path.basename(os.path.dirname(os.path.dirname(path))) == "ansible_collections" and os.path.isfile(
-                os.path.join(path, "plugins", "module_utils", "peer_health_daemon.py")):
-            return root
+    for path in list(getattr(pkg, "__path__", None) or []):  # each is <root>/ansible_collections/liqo/fabric
+        collections_dir = os.path.dirname(os.path.dirname(path))
+        on_disk = os.path.isfile(os.path.join(path, "plugins", "module_utils", "peer_health_daemon.py"))
+        if os.path.basename(collections_dir) == "ansible_collections" and on_disk:
+            return os.path.dirname(collections_dir)
     return None
 
 
@@ -336,11 +337,8 @@ class Daemon:
         unix.daemon_ref = self
         threading.Thread(target=unix.serve_forever, kwargs={"poll_interval": 0.5}, daemon=True).start()
         threading.Thread(target=self._writer, daemon=True).start()
-        tmp = self.pid_path + ".tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            json.dump({"pid": os.getpid(), "start": _start_time(os.getpid()), "config": self.cfg}, f)
-        os.rename(tmp, self.pid_path)
+        write_atomic(self.pid_path, json.dumps({"pid": os.getpid(), "start": _start_time(os.getpid()),
+                                                "config": self.cfg}))
         try:
             while not self.stopping.is_set():
                 try:

@@ -22,6 +22,8 @@ import json
 import os
 import time
 
+from ansible_collections.liqo.fabric.plugins.module_utils.atomic_file import write_atomic
+
 MAX_SECONDS = 3600
 
 
@@ -54,11 +56,7 @@ def write(state_dir, interface, seconds, now=None):
     """Holds the restarts of `interface` for `seconds` from now (replacing an earlier hold)."""
     until = (time.time() if now is None else now) + seconds
     path = hold_path(state_dir, interface)
-    tmp = path + ".tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump({"until": until}, f)
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps({"until": until}))
     return until
 
 

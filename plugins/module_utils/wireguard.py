@@ -29,6 +29,8 @@ import struct
 import subprocess
 import time
 
+from ansible_collections.liqo.fabric.plugins.module_utils.atomic_file import write_atomic
+
 try:
     from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
     from cryptography.hazmat.primitives import serialization
@@ -894,11 +896,7 @@ class UserspaceBackend(object):
             raise WireGuardError("cannot start %s: %s" % (self.binary, e))
         finally:
             os.close(log_fd)
-        tmp = self.pid_path + ".tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="ascii") as f:
-            f.write("%d\n" % proc.pid)
-        os.replace(tmp, self.pid_path)
+        write_atomic(self.pid_path, "%d\n" % proc.pid)
         deadline = time.monotonic() + self.timeout
         while time.monotonic() < deadline:
             if proc.poll() is not None:
