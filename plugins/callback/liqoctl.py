@@ -49,15 +49,20 @@ class CallbackModule(DefaultCallback):
         return self._display.verbosity < 1
 
     @staticmethod
-    def _progress(task):
-        """The progress lines of a task: its name, or each ' | '-separated part of it, that starts with
-        INFO/WARN (one module call can stand for several liqoctl steps)."""
-        lines = []
+    def _parts(task):
+        """(prefix or None, text) of each ' | '-separated part of the task's name (one module call can stand for
+        several liqoctl steps)."""
+        out = []
         for part in task.get_name().split(" | "):
             part = part.strip()
-            for prefix in PREFIXES:
-                if part.startswith(prefix):
-                    lines.append("%-6s %s" % (prefix.strip(), part[len(prefix):].strip()))
+            prefix = next((p for p in PREFIXES if part.startswith(p)), None)
+            out.append((prefix, part[len(prefix):].strip() if prefix else part))
+        return out
+
+    @classmethod
+    def _progress(cls, task):
+        """The progress lines of a task: its name, or each part of it, that starts with INFO/WARN."""
+        lines = ["%-6s %s" % (prefix.strip(), text) for prefix, text in cls._parts(task) if prefix]
         return "\n".join(lines) or None
 
     def _ok(self, result):
@@ -92,13 +97,7 @@ class CallbackModule(DefaultCallback):
             return
         res = result._result
         msg = res.get("msg") or res.get("stderr") or res.get("module_stderr") or "failed"
-        parts = []
-        for part in result._task.get_name().split(" | "):
-            part = part.strip()
-            for prefix in PREFIXES:
-                part = part[len(prefix):].strip() if part.startswith(prefix) else part
-            parts.append(part)
-        name = " / ".join(parts)
+        name = " / ".join(text for dummy, text in self._parts(result._task))
         self._display.display("%-6s %s [%s]: %s" % ("ERROR", name, result._host.get_name(), msg), stderr=True)
 
     # -- terse mode overrides; each falls back to the default callback with -v ---------------------

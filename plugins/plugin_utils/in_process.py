@@ -39,8 +39,8 @@ from __future__ import annotations
 import gc
 import importlib
 import io
-import multiprocessing
 import json
+import multiprocessing
 import os
 import sys
 import typing as t
@@ -109,7 +109,8 @@ def worker_gc_freeze() -> None:
     """In an Ansible worker (a process forked for one task), moves every object inherited from ansible-playbook out
     of the garbage collector's reach. A collection triggered by the module's allocations (decoding 1,000 Pods) would
     otherwise walk the whole inherited heap (the inventory, every host's variables) and write to each object's header,
-    copying every page: measured 0.15 s of a 0.3 s overlay_plan task at 100 nodes x 10 pods. Objects made after this
+    copying every page (profile_tasks at 100 nodes x 10 pods: the second cluster's overlay_plan 0.25-0.35 s with
+    this, 0.44-0.45 s without; the first cluster's showed no clear change). Objects made after this
     are still collected; the worker exits after its task, so nothing frozen is kept for long. Not in ansible-playbook's
     own process (a strategy that runs tasks there keeps its collector as it is)."""
     if multiprocessing.parent_process() is not None:

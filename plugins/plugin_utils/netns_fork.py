@@ -24,6 +24,8 @@ import signal
 import tempfile
 import typing as t
 
+from ansible_collections.liqo.fabric.plugins.module_utils.dataplane_manifest import NETNS_NAME_ENV
+
 NETNS_RUN_DIR = "/run/netns"
 CLONE_NEWNS = 0x00020000
 CLONE_NEWNET = 0x40000000
@@ -45,9 +47,6 @@ def _check(ret: int, what: str) -> None:
     if ret != 0:
         err = ctypes.get_errno()
         raise ForkError("%s: %s" % (what, os.strerror(err) or errno.errorcode.get(err, err)))
-
-
-NETNS_NAME_ENV = "LIQO_FABRIC_NETNS"
 
 
 def valid_netns_name(name: str | None) -> bool:
