@@ -211,7 +211,7 @@ def gateway_host_checks(host, dataplane, tunnels, fix):
         return [check(host, "gateway dataplane matches the plan", host, False, dataplane.get("msg", ""),
                       "the host could not be read", fix)]
     for gw in dataplane.get("gateways") or []:
-        parts = [p for p in ("wireguard", "rx_steering", "nat", "routes", "rules") if (gw.get(p) or {}).get("changed")]
+        parts = [p for p in ("wireguard", "nat", "routes", "rules") if (gw.get(p) or {}).get("changed")]
         details = []
         for p in ("routes", "rules"):
             for verb in ("added", "replaced", "removed"):

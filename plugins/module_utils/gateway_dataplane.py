@@ -19,7 +19,6 @@ from ansible_collections.liqo.fabric.plugins.module_utils import host_sysctls
 from ansible_collections.liqo.fabric.plugins.module_utils import local_rule
 from ansible_collections.liqo.fabric.plugins.module_utils import nat_table as nat
 from ansible_collections.liqo.fabric.plugins.module_utils import routing
-from ansible_collections.liqo.fabric.plugins.module_utils import rx_steering as rps  # the option is rx_steering
 from ansible_collections.liqo.fabric.plugins.module_utils import wireguard as wg
 from ansible_collections.liqo.fabric.plugins.module_utils import wireguard_go_version
 # NftError is re-exported for the module
@@ -162,22 +161,7 @@ def kick_handshake(iface, address, port=9):
         return False
 
 
-def _unchanged(**extra):
-    return dict(changed=False, before=[], after=[], writes=0, **extra)
-
-
-def _steering(iface, wres, enabled, check):
-    """RPS of a wireguard-go TUN (see rx_steering); the kernel backend delivers through its own per-CPU
-    workers and is left alone."""
-    if wres.get("backend") != wg.BACKEND_USERSPACE:
-        return _unchanged()
-    if check and wres["created"]:  # no interface yet: it would get the mask
-        mask = rps.format_mask(rps.desired_mask(enabled))
-        return {"changed": mask != "0", "before": [], "after": [mask], "writes": 0}
-    return rps.sync_rps(iface, enabled, check)
-
-
-def _build(gw, spec, check, nft, handover_wait=0.0, rx_steer=True):
+def _build(gw, spec, check, nft, handover_wait=0.0):
     """One gateway, in dependency order. Returns (result, diffs)."""
     iface = gw["interface"]
     waited = wait_name_free(iface, handover_wait) if handover_wait and not check else 0.0
@@ -189,8 +173,6 @@ def _build(gw, spec, check, nft, handover_wait=0.0, rx_steer=True):
     out["wireguard"] = {k: wres.get(k) for k in ("changed", "created", "backend", "pid", "writes")}
     out["wireguard"]["handshake_kicked"] = (not check and _peer_replaced(wres)
                                             and kick_handshake(iface, gw["probe_address"]))
-    steer = _steering(iface, wres, rx_steer, check)
-    out["rx_steering"] = {"changed": steer["changed"], "rps_cpus": steer["after"]}
     nres = nat.ensure(_nat_spec(gw), check_mode=check, nft=nft)
     out["nat"] = {"changed": nres["changed"], "table": nres["table"], "rules": nres["rules"]}
     if check and wres["created"]:
@@ -202,13 +184,12 @@ def _build(gw, spec, check, nft, handover_wait=0.0, rx_steer=True):
     rules = routing.sync_rules(_rules(gw), tables=[gw["table"]], check=check)
     out["routes"] = {k: routes[k] for k in ("changed", "added", "replaced", "removed", "writes")}
     out["rules"] = {k: rules[k] for k in ("changed", "added", "removed", "writes")}
-    parts = ("wireguard", "rx_steering", "nat", "routes", "rules")
+    parts = ("wireguard", "nat", "routes", "rules")
     out["changed"] = any(out[k]["changed"] for k in parts)
     out["seconds"]["total"] = round(time.monotonic() - t0, 3)
-    out["writes"] = ((wres.get("writes") or 0) + steer["writes"] + (1 if nres["changed"] and not check else 0)
+    out["writes"] = ((wres.get("writes") or 0) + (1 if nres["changed"] and not check else 0)
                      + routes["writes"] + rules["writes"])
     diffs = [_diff("wireguard %s" % iface, _wg_text(wres["diff"]["before"]), _wg_text(wres["diff"]["after"])),
-             _diff("rps_cpus of %s" % iface, _lines(steer["before"]), _lines(steer["after"])),
              _diff("nft table ip %s" % gw["nat_table"], nres["diff"]["before"], nres["diff"]["after"]),
              _diff("table %s" % gw["table"], _lines(routes["before"]), _lines(routes["after"])),
              _diff("rules of table %s" % gw["table"], _lines(rules["before"]), _lines(rules["after"]))]
@@ -247,7 +228,7 @@ def _local_rule_priority(gateways, value):
 
 
 def sync_gateway_dataplane(gateways, private_keys=None, state="present", check=False, probe_wait=0.0,
-                           sysctl_file=None, handover_wait=0.0, rx_steering=True, local_rule_priority=None,
+                           sysctl_file=None, handover_wait=0.0, local_rule_priority=None,
                            probe_tunnels=True):
     """Makes this host run exactly `gateways` (state present) or none of them (absent).
 
@@ -256,7 +237,7 @@ def sync_gateway_dataplane(gateways, private_keys=None, state="present", check=F
     (names and record file changed; with absent also sysctls_restored, the values put back), wireguard_go
     (the binary's path, version, offloads and a warning when it has none; when a gateway runs on it) and diffs.
     `sysctl_file`: the host's record of the host-wide sysctls (see host_sysctls); without it the values are
-    set and never restored. `rx_steering`: RPS over every CPU on wireguard-go interfaces (else none).
+    set and never restored.
     `local_rule_priority`: in a namespace the gateways own (a pod), the IPv4 `lookup local` rule moves there,
     after the gateways' rules (module_utils/local_rule.py); absent puts it back at 0. `probe_tunnels`: False
     skips the probes (a key rotation's switch step, when a probe could only fail).
@@ -284,7 +265,7 @@ def sync_gateway_dataplane(gateways, private_keys=None, state="present", check=F
                 if state == "absent":
                     out, diffs = _teardown(gw, check, nft)
                 else:
-                    out, diffs = _build(gw, specs[gw["interface"]], check, nft, handover_wait, rx_steering)
+                    out, diffs = _build(gw, specs[gw["interface"]], check, nft, handover_wait)
                 result["gateways"].append(out)
                 result["diffs"] += diffs
         finally:

@@ -79,16 +79,6 @@ options:
         gateway host of a failover tears down in the same task. V(0) fails at once.
     type: float
     default: 0
-  rx_steering:
-    description:
-      - Receive Packet Steering over every online CPU on the tunnel interface of a wireguard-go gateway. wireguard-go
-        writes each decrypted packet from one goroutine per peer and the kernel forwards it (NAT, the overlay
-        to the pod's node) inside that write; with steering the forwarding runs on the CPU the flow hashes to.
-        On the 2-CPU lab, +87-93% pod-to-pod throughput; an idle ping may pay a cross-CPU wake-up (+0.02-0.1 ms).
-      - V(false) sets no steering (mask 0, the kernel default). Ignored for the kernel WireGuard backend and
-        on a host with one CPU (mask 0).
-    type: bool
-    default: true
   local_rule_priority:
     description:
       - Only where the gateways own the network namespace (a gateway pod). Moves the IPv4 C(lookup local)
@@ -142,7 +132,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 gateways:
-  description: What was done (or would be) per gateway, by part (wireguard, rx_steering, nat, routes, rules).
+  description: What was done (or would be) per gateway, by part (wireguard, nat, routes, rules).
   returned: always
   type: list
   elements: dict
@@ -150,9 +140,8 @@ gateways:
     - interface: lwg1a2b3c4d
       kind: GatewayClient
       changed: true
-      writes: 5
+      writes: 6
       wireguard: {changed: true, created: true, backend: wireguard-go, pid: 4242, writes: 2}
-      rx_steering: {changed: true, rps_cpus: ["3"]}
       nat: {changed: true, table: lfgw_1a2b3c4d5e6f, rules: 7}
       routes: {changed: true, added: ["0.0.0.0/0 dev lwg1a2b3c4d scope link"], replaced: [], removed: [], writes: 1}
       rules: {changed: true, added: ["1800: from all fwmark 0x5e2a lookup 24106"], removed: [], writes: 2}
@@ -216,7 +205,6 @@ def main():
             probe=dict(type="bool", default=True),
             sysctl_file=dict(type="path"),
             handover_wait=dict(type="float", default=0),
-            rx_steering=dict(type="bool", default=True),
             local_rule_priority=dict(type="int"),
         ),
         required_if=[("state", "present", ("private_keys",))],
@@ -228,10 +216,10 @@ def main():
     try:
         result = gd.sync_gateway_dataplane(p["gateways"], p["private_keys"], p["state"], module.check_mode,
                                            p["probe_wait"], p["sysctl_file"], p["handover_wait"],
-                                           p["rx_steering"], p["local_rule_priority"], p["probe"])
+                                           p["local_rule_priority"], p["probe"])
     except gd.DataplaneError as e:
         module.fail_json(msg=str(e))
-    except (gd.wg.WireGuardError, gd.routing.NetlinkError, gd.NftError, gd.rps.SteeringError, OSError) as e:
+    except (gd.wg.WireGuardError, gd.routing.NetlinkError, gd.NftError, OSError) as e:
         module.fail_json(msg="gateway dataplane: %s" % e, exception=traceback.format_exc())
     if (result.get("wireguard_go") or {}).get("warning"):
         module.warn(result["wireguard_go"]["warning"])

@@ -6,12 +6,13 @@ only node that never hosts the gateway. `connect` builds the gateways and the ov
    b-node-2, target = B's pod at A's remapped address: pod veth, VXLAN/Geneve to A's gateway, WireGuard,
    NAT, overlay to b-node-2) against the raw tunnel between the two gateway hosts (iperf3 bound to the
    tunnel's transit addresses 169.254.18.x), alternating runs, medians of 3 x 5 s: ratio target >= 0.95,
-   tunnel >= 1.5 Gbit/s, pod path >= 1.4 Gbit/s. The rounds alternate the gateways' Receive Packet Steering
-   on (the default) and off, and print the load average each started at (the machine is shared). Also
-   printed: tunnel packets B's gateway dropped because its UDP receive buffer was full, per kind of run, and
-   when a throughput target is missed, a perf profile (cpu-clock, all CPUs) of one pod-path run.
+   tunnel >= 1.5 Gbit/s, pod path >= 1.4 Gbit/s. Each round prints the load average it started at (the
+   machine is shared) and the round's ratio. Also printed: the CPU each path costs per byte (both paths keep
+   this machine's two CPUs busy, so that ratio is what the throughput ratio follows), tunnel packets B's
+   gateway dropped because its UDP receive buffer was full, and when a throughput target is missed, a perf
+   profile (cpu-clock, all CPUs) of one run of each path.
 2. RTT pod -> pod minus RTT gateway -> gateway over the transit addresses, medians of 50 pings at 20 ms
-   taken in alternating rounds of 5, steering on and off: target < 0.15 ms.
+   taken in alternating rounds of 5: target < 0.15 ms.
 3. Symmetric routes for 10,000 pods without 10,000 real pods: overlay_plan.plan() on 10,000 synthetic
    Running pods over three nodes, then routing.sync_route_table() of the active gateway's table 18952 in a
    throwaway netns holding veth links named like the plan's `lovn*` links: reconcile (target < 2 s), rerun
@@ -42,9 +43,9 @@ from tests.e2e.fabric import get, translate
 from tests.lab import Lab, netns
 
 # importable once tests.conftest (through tests.e2e.fabric) has put build/collections on sys.path
-from ansible_collections.liqo.fabric.plugins.module_utils import overlay_plan, routing, rx_steering  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils import overlay_plan, routing  # noqa: E402
 
-RUNS = 3
+RUNS = 7   # rounds: one run varies by +-10 % on this shared 2-vCPU machine
 SECONDS = 5
 PINGS = 50
 IPERF_PORT = 5311
@@ -136,26 +137,26 @@ def timed_playbook(lab, name: str, **extra) -> float:
 
 # --- 1 + 2: throughput and latency -----------------------------------------------------------------------
 
-def set_rx_steering(gateways, iface_of, enabled: bool) -> None:
-    """Receive Packet Steering on both gateways' tunnel interface on (every CPU, what gateway_rx_steering=true
-    writes) or off (mask 0), written straight to sysfs so that the rounds can alternate cheaply."""
-    mask = format(rx_steering.desired_mask(enabled), "x")
-    for gw in gateways:
-        netns.exec_in(gw.netns, ["sh", "-c", f"echo {mask} > /sys/class/net/{iface_of(gw)}/queues/rx-0/rps_cpus"])
-
-
-def tunnel_interface(gw) -> str:
-    """The wireguard-go TUN of a gateway host (the one link with tun_flags)."""
-    out = netns.exec_in(gw.netns, ["sh", "-c", "for d in /sys/class/net/*; do [ -e $d/tun_flags ] && basename $d; done"],
-                        check=False).stdout.split()
-    if len(out) != 1:
-        raise RuntimeError(f"{gw.netns}: expected one wireguard-go TUN, found {out}")
-    return out[0]
-
-
 def loadavg() -> str:
     with open("/proc/loadavg", encoding="ascii") as f:
         return " ".join(f.read().split()[:3])
+
+
+def cpu_ticks() -> tuple[int, int]:
+    """(all, busy) jiffies of every CPU since boot (/proc/stat; idle and iowait are not busy)."""
+    with open("/proc/stat", encoding="ascii") as f:
+        ticks = [int(v) for v in f.readline().split()[1:]]
+    return sum(ticks), sum(ticks) - ticks[3] - ticks[4]
+
+
+def costed(run) -> tuple[float, float, float]:
+    """(Mbit/s, share of all CPUs busy, CPU ms per MB) of one iperf run."""
+    all0, busy0 = cpu_ticks()
+    mbit = run()
+    all1, busy1 = cpu_ticks()
+    busy = (busy1 - busy0) / max(all1 - all0, 1)
+    cpu_seconds = (busy1 - busy0) / os.sysconf("SC_CLK_TCK")
+    return mbit, busy, 1000 * cpu_seconds / (mbit * SECONDS / 8)
 
 
 # Kernel symbols by the part of the path they belong to (the rest is "other kernel"; user space by process)
@@ -213,59 +214,51 @@ def perf_compare(client_ns: str, target: str, gw_ns: str) -> None:
 
 
 def measure_path(lab, client_pod, server_pod, target, gw_a, gw_b) -> None:
-    """Pod path and tunnel, alternating, in rounds that alternate rx_steering on and off: medians per
-    setting. The machine is shared: each run prints the load average it started at."""
+    """Pod path and tunnel in alternating runs (the order flips every round): medians. The machine is shared:
+    each round prints the load average it started at."""
     servers = []
-    gateways = (gw_a, gw_b)
-    ifaces = {gw.netns: tunnel_interface(gw) for gw in gateways}
-    settings = {True: {"pods": [], "gws": [], "drops": [0, 0]}, False: {"pods": [], "gws": [], "drops": [0, 0]}}
-    rtts = {}
+    runs = {"pod": [], "gw": []}
+    drops = [0, 0]
     try:
         servers = [IperfServer(server_pod.netns, IPERF_PORT), IperfServer(gw_b.netns, IPERF_PORT + 1, TRANSIT_SERVER)]
         fabric.wait_for(lambda: lab["a"].ping(client_pod.netns, target), 15, what="pod -> remote pod over the overlay")
         fabric.wait_for(lambda: lab["a"].ping(gw_a.netns, TRANSIT_SERVER), 5, what="gateway -> gateway transit")
+        paths = {"pod": lambda: iperf(client_pod.netns, target, IPERF_PORT),
+                 "gw": lambda: iperf(gw_a.netns, TRANSIT_SERVER, IPERF_PORT + 1, bind=TRANSIT_CLIENT)}
         for rnd in range(RUNS):
-            for steer in ((True, False) if rnd % 2 == 0 else (False, True)):
-                set_rx_steering(gateways, lambda gw: ifaces[gw.netns], steer)
-                acc = settings[steer]
-                load = loadavg()
+            load = loadavg()
+            for i, kind in enumerate(("pod", "gw") if rnd % 2 == 0 else ("gw", "pod")):
                 before = udp_rcvbuf_errors(gw_b.netns)
-                acc["pods"].append(iperf(client_pod.netns, target, IPERF_PORT))
-                middle = udp_rcvbuf_errors(gw_b.netns)
-                acc["gws"].append(iperf(gw_a.netns, TRANSIT_SERVER, IPERF_PORT + 1, bind=TRANSIT_CLIENT))
-                acc["drops"] = [acc["drops"][0] + middle - before, acc["drops"][1] + udp_rcvbuf_errors(gw_b.netns) - middle]
-                print(f"  round {rnd + 1}, rx_steering {'on ' if steer else 'off'}: pod -> pod {acc['pods'][-1]:.0f} Mbit/s, "
-                      f"gateway -> gateway {acc['gws'][-1]:.0f} Mbit/s (load average {load})", flush=True)
-        for steer in (True, False):
-            set_rx_steering(gateways, lambda gw: ifaces[gw.netns], steer)
-            rtts[steer] = ping_medians([(client_pod.netns, target), (gw_a.netns, TRANSIT_SERVER)])
-        set_rx_steering(gateways, lambda gw: ifaces[gw.netns], True)
-        pod_on, gw_on = statistics.median(settings[True]["pods"]), statistics.median(settings[True]["gws"])
-        if pod_on / gw_on < 0.95 or pod_on < 1400 or gw_on < 1500:  # a target missed: where the time goes
+                runs[kind].append(costed(paths[kind]))
+                drops[kind == "gw"] += udp_rcvbuf_errors(gw_b.netns) - before
+            pod, gw = runs["pod"][-1], runs["gw"][-1]
+            print(f"  round {rnd + 1}: pod -> pod {pod[0]:.0f} Mbit/s, gateway -> gateway {gw[0]:.0f} Mbit/s, "
+                  f"ratio {pod[0] / gw[0]:.3f}; CPUs busy {pod[1]:.0%} / {gw[1]:.0%} (load average {load})", flush=True)
+        rtt_pod, rtt_gw = ping_medians([(client_pod.netns, target), (gw_a.netns, TRANSIT_SERVER)])
+        m_pod, m_gw = (statistics.median(r[0] for r in runs[k]) for k in ("pod", "gw"))
+        if m_pod / m_gw < 0.95 or m_pod < 1400 or m_gw < 1500:  # a target missed: where the time goes
             perf_compare(client_pod.netns, target, gw_a.netns)
     finally:
         for server in servers:
             server.stop(signal.SIGTERM)
-    for steer in (True, False):
-        acc, label = settings[steer], ("" if steer else "for comparison, rx_steering off: ")
-        print(f"  {label}tunnel packets dropped by a full UDP receive buffer on B's gateway: pod runs {acc['drops'][0]}, "
-              f"gateway runs {acc['drops'][1]}")
-        m_pod, m_gw = statistics.median(acc["pods"]), statistics.median(acc["gws"])
-        rtt_pod, rtt_gw = rtts[steer]
-        # the targets apply to the default configuration (steering on)
-        goal = (lambda t: {"target": t}) if steer else (lambda t: {})
-        figure(f"{label}TCP pod (a-node-3) -> pod (b-node-2) remapped, median {RUNS} x {SECONDS} s", m_pod, "Mbit/s",
-               lower_is_better=False, **goal(1400))
-        figure(f"{label}baseline: TCP gateway -> gateway over the tunnel (transit addrs)", m_gw, "Mbit/s",
-               lower_is_better=False, **goal(1500))
-        ratio(f"{label}pod-to-pod / gateway-to-gateway throughput", m_pod, m_gw, higher_is_better=True, **goal(0.95))
-        figure(f"{label}RTT pod -> remote pod, median of {PINGS}", rtt_pod, "ms")
-        figure(f"{label}baseline: RTT gateway -> gateway over the tunnel, median of {PINGS}", rtt_gw, "ms")
-        figure(f"{label}RTT pod-to-pod minus gateway-to-gateway", rtt_pod - rtt_gw, "ms", **goal(0.15))
+    print(f"  tunnel packets dropped by a full UDP receive buffer on B's gateway: pod runs {drops[0]}, "
+          f"gateway runs {drops[1]}")
+    figure(f"TCP pod (a-node-3) -> pod (b-node-2) remapped, median {RUNS} x {SECONDS} s", m_pod, "Mbit/s",
+           lower_is_better=False, target=1400)
+    figure("baseline: TCP gateway -> gateway over the tunnel (transit addrs)", m_gw, "Mbit/s",
+           lower_is_better=False, target=1500)
+    ratio("pod-to-pod / gateway-to-gateway throughput", m_pod, m_gw, higher_is_better=True, target=0.95)
+    cpu_pod, cpu_gw = (statistics.median(r[2] for r in runs[k]) for k in ("pod", "gw"))
+    figure("CPU per MB, pod path (median)", cpu_pod, "ms")
+    figure("baseline: CPU per MB, the tunnel alone (median)", cpu_gw, "ms")
+    ratio("CPU per byte, tunnel / pod path (what the throughput ratio follows when both keep the CPUs busy)",
+          cpu_gw, cpu_pod, higher_is_better=True)
+    figure(f"RTT pod -> remote pod, median of {PINGS}", rtt_pod, "ms")
+    figure(f"baseline: RTT gateway -> gateway over the tunnel, median of {PINGS}", rtt_gw, "ms")
+    figure("RTT pod-to-pod minus gateway-to-gateway", rtt_pod - rtt_gw, "ms", target=0.15)
     in_cluster = MEASURED.get("in-cluster pod path (Mbit/s)")
     if in_cluster:   # bench_in_cluster ran earlier in this `make bench`: its pods behind real kubelets, same machine
-        ratio("in-cluster pod -> pod / agentless pod -> pod (this run)", in_cluster,
-              statistics.median(settings[True]["pods"]), higher_is_better=True)
+        ratio("in-cluster pod -> pod / agentless pod -> pod (this run)", in_cluster, m_pod, higher_is_better=True)
 
 
 # --- 3: 10,000 pods -------------------------------------------------------------------------------------
@@ -425,7 +418,6 @@ def run():
         remapped = get(a, "configurations")[0]["status"]["remote"]["cidr"]["pod"][0]
         target = translate(server_pod.ip, b.pod_cidr, remapped)
 
-        # what the RPS on the tunnel interface is worth: steering on and off alternate in the same run
         measure_path(lab, client_pod, server_pod, target, gw_a, gw_b)
 
         measure_10k(lab.prefix)

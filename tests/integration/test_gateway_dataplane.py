@@ -15,7 +15,6 @@ from tests.lab import netns
 pytestmark = pytest.mark.root
 
 sys.path.insert(0, os.path.join(ROOT, "build", "collections"))
-from ansible_collections.liqo.fabric.plugins.module_utils import rx_steering  # noqa: E402
 from ansible_collections.liqo.fabric.plugins.module_utils import wireguard as wg  # noqa: E402
 
 MODULE = "liqo.fabric.gateway_dataplane"
@@ -102,33 +101,6 @@ def test_build_probe_rerun_and_teardown(pair):
     assert gone["changed"]
     assert residue(ns, gw) == []
     assert not run_module(MODULE, {"gateways": [gw], "state": "absent"}, netns=ns)["changed"]
-
-
-def rps_cpus(ns, iface):
-    return netns.exec_in(ns, ["cat", f"/sys/class/net/{iface}/queues/rx-0/rps_cpus"]).stdout.strip()
-
-
-def test_rx_steering_of_the_wireguard_go_interface_follows_the_option(pair):
-    want = rx_steering.desired_mask(True)
-    if want == 0:
-        pytest.skip("this machine has one CPU: steering is off by design there")
-    ns, gw = pair["client_ns"], pair["client"]
-    iface = gw["interface"]
-    res = build(pair, "client")
-    assert res["gateways"][0]["wireguard"]["backend"] == "wireguard-go"
-    assert rx_steering.parse_mask(rps_cpus(ns, iface)) == want
-    assert res["gateways"][0]["rx_steering"] == {"changed": True, "rps_cpus": [rx_steering.format_mask(want)]}
-
-    check = build(pair, "client", check=True, diff=True, rx_steering=False)
-    assert check["changed"] and rx_steering.parse_mask(rps_cpus(ns, iface)) == want  # check mode wrote nothing
-    diff = next(d for d in check["diff"] if d["after_header"] == f"rps_cpus of {iface}")
-    assert (diff["before"], diff["after"]) == (rx_steering.format_mask(want) + "\n", "0\n")
-
-    off = build(pair, "client", rx_steering=False)
-    assert off["changed"] and off["gateways"][0]["writes"] == 1 and rps_cpus(ns, iface) == "0"
-    assert not build(pair, "client", rx_steering=False)["changed"]
-    back = build(pair, "client")
-    assert back["changed"] and rx_steering.parse_mask(rps_cpus(ns, iface)) == want
 
 
 def test_check_mode_writes_nothing(pair):
