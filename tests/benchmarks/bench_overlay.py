@@ -10,7 +10,8 @@ only node that never hosts the gateway. `connect` builds the gateways and the ov
    machine is shared) and the round's ratio. Also printed: the CPU each path costs per byte (both paths keep
    this machine's two CPUs busy, so that ratio is what the throughput ratio follows), tunnel packets B's
    gateway dropped because its UDP receive buffer was full, and when a throughput target is missed, a perf
-   profile (cpu-clock, all CPUs) of one run of each path.
+   profile (cpu-clock, all CPUs) of one run of each path. Then both paths at one rate the CPUs can carry
+   (0.6 of the slower median): what each delivers there, and how busy it keeps the CPUs.
 2. RTT pod -> pod minus RTT gateway -> gateway over the transit addresses, medians of 50 pings at 20 ms
    taken in alternating rounds of 5: target < 0.15 ms.
 3. Symmetric routes for 10,000 pods without 10,000 real pods: overlay_plan.plan() on 10,000 synthetic
@@ -46,6 +47,7 @@ from tests.lab import Lab, netns
 from ansible_collections.liqo.fabric.plugins.module_utils import overlay_plan, routing  # noqa: E402
 
 RUNS = 7   # rounds: one run varies by +-10 % on this shared 2-vCPU machine
+FIXED_RATE_RUNS = 3
 SECONDS = 5
 PINGS = 50
 IPERF_PORT = 5311
@@ -57,11 +59,13 @@ TABLE = 18952
 
 # --- measuring helpers ---------------------------------------------------------------------------------
 
-def iperf(client_ns: str, address: str, port: int, bind: str | None = None) -> float:
-    """Receiver-side throughput in Mbit/s of one SECONDS-long TCP run."""
+def iperf(client_ns: str, address: str, port: int, bind: str | None = None, rate: int | None = None) -> float:
+    """Receiver-side throughput in Mbit/s of one SECONDS-long TCP run (at most `rate` Mbit/s when given)."""
     argv = ["iperf3", "-c", address, "-p", str(port), "-t", str(SECONDS), "-J"]
     if bind:
         argv += ["-B", bind]
+    if rate:
+        argv += ["-b", f"{rate}M"]
     proc = netns.exec_in(client_ns, argv, check=False, timeout=SECONDS + 30)
     try:
         data = json.loads(proc.stdout or "{}")
@@ -223,8 +227,8 @@ def measure_path(lab, client_pod, server_pod, target, gw_a, gw_b) -> None:
         servers = [IperfServer(server_pod.netns, IPERF_PORT), IperfServer(gw_b.netns, IPERF_PORT + 1, TRANSIT_SERVER)]
         fabric.wait_for(lambda: lab["a"].ping(client_pod.netns, target), 15, what="pod -> remote pod over the overlay")
         fabric.wait_for(lambda: lab["a"].ping(gw_a.netns, TRANSIT_SERVER), 5, what="gateway -> gateway transit")
-        paths = {"pod": lambda: iperf(client_pod.netns, target, IPERF_PORT),
-                 "gw": lambda: iperf(gw_a.netns, TRANSIT_SERVER, IPERF_PORT + 1, bind=TRANSIT_CLIENT)}
+        paths = {"pod": lambda rate=None: iperf(client_pod.netns, target, IPERF_PORT, rate=rate),
+                 "gw": lambda rate=None: iperf(gw_a.netns, TRANSIT_SERVER, IPERF_PORT + 1, bind=TRANSIT_CLIENT, rate=rate)}
         for rnd in range(RUNS):
             load = loadavg()
             for i, kind in enumerate(("pod", "gw") if rnd % 2 == 0 else ("gw", "pod")):
@@ -234,6 +238,12 @@ def measure_path(lab, client_pod, server_pod, target, gw_a, gw_b) -> None:
             pod, gw = runs["pod"][-1], runs["gw"][-1]
             print(f"  round {rnd + 1}: pod -> pod {pod[0]:.0f} Mbit/s, gateway -> gateway {gw[0]:.0f} Mbit/s, "
                   f"ratio {pod[0] / gw[0]:.3f}; CPUs busy {pod[1]:.0%} / {gw[1]:.0%} (load average {load})", flush=True)
+        # both paths at one rate the CPUs can carry: the same throughput, and what each costs the CPUs
+        rate = int(0.6 * min(statistics.median(r[0] for r in runs[k]) for k in ("pod", "gw")))
+        capped = {"pod": [], "gw": []}
+        for rnd in range(FIXED_RATE_RUNS):
+            for kind in (("pod", "gw") if rnd % 2 == 0 else ("gw", "pod")):
+                capped[kind].append(costed(lambda: paths[kind](rate=rate)))  # pylint: disable=cell-var-from-loop
         rtt_pod, rtt_gw = ping_medians([(client_pod.netns, target), (gw_a.netns, TRANSIT_SERVER)])
         m_pod, m_gw = (statistics.median(r[0] for r in runs[k]) for k in ("pod", "gw"))
         if m_pod / m_gw < 0.95 or m_pod < 1400 or m_gw < 1500:  # a target missed: where the time goes
@@ -253,6 +263,11 @@ def measure_path(lab, client_pod, server_pod, target, gw_a, gw_b) -> None:
     figure("baseline: CPU per MB, the tunnel alone (median)", cpu_gw, "ms")
     ratio("CPU per byte, tunnel / pod path (what the throughput ratio follows when both keep the CPUs busy)",
           cpu_gw, cpu_pod, higher_is_better=True)
+    (got_pod, busy_pod), (got_gw, busy_gw) = ((statistics.median(r[0] for r in capped[k]),
+                                               statistics.median(r[1] for r in capped[k])) for k in ("pod", "gw"))
+    print(f"  at a fixed {rate} Mbit/s (0.6 of the slower path's median, {FIXED_RATE_RUNS} runs each): pod path "
+          f"{got_pod:.0f} Mbit/s with the CPUs {busy_pod:.0%} busy, the tunnel {got_gw:.0f} Mbit/s with {busy_gw:.0%}")
+    ratio("at that fixed rate: pod-to-pod / gateway-to-gateway throughput", got_pod, got_gw, higher_is_better=True)
     figure(f"RTT pod -> remote pod, median of {PINGS}", rtt_pod, "ms")
     figure(f"baseline: RTT gateway -> gateway over the tunnel, median of {PINGS}", rtt_gw, "ms")
     figure("RTT pod-to-pod minus gateway-to-gateway", rtt_pod - rtt_gw, "ms", target=0.15)

@@ -690,16 +690,23 @@ TRANSIT_SERVER, TRANSIT_CLIENT = "169.254.18.1", "169.254.18.2"   # the GatewayS
 
 def host_pid(cluster, pod: str) -> int:
     """A host PID in the pod's network namespace (the lab's nodes share the host's PID namespace): found by the
-    namespace's inode, so the host's own iperf3 runs in the pod's netns through nsenter (no tool in the image)."""
+    namespace's inode, so the host's own iperf3 runs in the pod's netns through nsenter (no tool in the image).
+    The oldest such process: the pod's sandbox lives as long as the pod, while a command the pod runs may be gone
+    by the time the PID is used (once PIDs wrap, it can also be the lowest)."""
     inode = kubectl(cluster, "exec", pod, "--", "readlink", "/proc/1/ns/net").stdout.strip()
+    found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
                 if os.readlink(f"/proc/{entry}/ns/net") == inode:
-                    return int(entry)
-            except OSError:
+                    with open(f"/proc/{entry}/stat", encoding="ascii") as f:
+                        started = int(f.read().rpartition(")")[2].split()[19])  # field 22, starttime
+                    found.append((started, int(entry)))
+            except (OSError, ValueError):
                 continue
-    raise AssertionError(f"no host process in {cluster.name}/{pod}'s network namespace {inode}")
+    if not found:
+        raise AssertionError(f"no host process in {cluster.name}/{pod}'s network namespace {inode}")
+    return min(found)[1]
 
 
 def iperf_mbit(client_pid: int, server_pid: int, address: str, bind: str = "") -> float:
