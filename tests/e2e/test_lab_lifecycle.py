@@ -7,6 +7,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from tests.conftest import ROOT, require_root
 from tests.lab import Lab, cleanup, names, netns
 from tests.lab.cleanup import WG_SOCKET_DIR
@@ -143,3 +145,143 @@ def test_cli_up_status_down():
                               text=True, cwd=ROOT, env=env, check=True).stdout
     assert f"lab {lab_id}: removed 4 netns, 3 processes" in down
     assert not [n for n in netns.list_netns() if n.startswith(f"lfab{lab_id}")]
+
+
+# -- a lab interrupted while it comes up (or while it is up) --------------------------------------------------------
+# A light lab in a process of its own, as a benchmark or `make demo` holds one: it says when up() starts and when
+# the lab is up, then holds it until it is stopped.
+_HOLDER = ("import sys, time\nfrom tests.lab import Lab\n"
+           "lab = Lab([{'name': 'a'}], nodes=1, pods_per_node=1, lab_id=sys.argv[1])\n"
+           "print('starting', flush=True)\n"
+           "with lab:\n    print('up', flush=True)\n    time.sleep(600)\n")
+
+
+def _free_lab_id() -> str:
+    import secrets  # pylint: disable=import-outside-toplevel
+    while True:
+        lab_id = secrets.token_hex(2)
+        if not os.path.exists(cleanup.state_dir(lab_id)) and lab_id not in cleanup.lab_ids_in_use():
+            return lab_id
+
+
+def _start_holder(lab_id: str) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-c", _HOLDER, lab_id], cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "starting", proc.stderr.read() if proc.poll() is not None else ""
+    return proc
+
+
+def _recorded_roles(lab_id: str) -> list[str]:
+    try:
+        with open(os.path.join(cleanup.state_dir(lab_id), "state.json"), encoding="utf-8") as f:
+            return [p["role"] for p in json.load(f).get("processes", [])]
+    except (OSError, ValueError):
+        return []
+
+
+def _wait_recorded(proc: subprocess.Popen, lab_id: str, role: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while role not in _recorded_roles(lab_id):
+        assert proc.poll() is None, f"the lab's process exited ({proc.returncode}): {proc.stderr.read()[-2000:]}"
+        assert time.monotonic() < deadline, f"{role} not recorded in {timeout} s"
+        time.sleep(0.02)
+
+
+def _residue(lab_id: str) -> dict:
+    """Whatever of lab `lab_id` is on the machine: processes (command line or environment naming its state
+    directory), netns, wireguard-go files, its state directory, and what `python -m tests.lab status` says of it."""
+    prefix, workdir = names.lab_prefix(lab_id), cleanup.state_dir(lab_id)
+    procs = sorted(p for p in set(_lab_processes(workdir)) | set(cleanup.marked_pids(workdir))
+                   if "zombie" not in _state(p))
+    status = subprocess.run([sys.executable, "-m", "tests.lab", "status"], capture_output=True, text=True, cwd=ROOT,
+                            check=True, timeout=60).stdout
+    out = {"processes": procs, "netns": [n for n in netns.list_netns() if n.startswith(prefix)],
+           "sockets": [s for s in (os.listdir(WG_SOCKET_DIR) if os.path.isdir(WG_SOCKET_DIR) else [])
+                       if s.startswith(prefix)],
+           "state dir": os.path.exists(workdir),
+           "status": [ln for ln in status.splitlines() if prefix in ln or f"lab {lab_id}" in ln
+                      or any(str(p) in ln.split() for p in procs)]}
+    return {k: v for k, v in out.items() if v}
+
+
+def _stop_holder(proc: subprocess.Popen, sig: int) -> str:
+    proc.send_signal(sig)
+    try:
+        _out, err = proc.communicate(timeout=90)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _out, err = proc.communicate()
+        raise AssertionError(f"the lab's process did not end within 90 s of signal {sig}: {err[-2000:]}") from None
+    return err
+
+
+@pytest.mark.parametrize("moment", ["0.5 s into up()", "kube-apiserver started", "up"])
+def test_sigterm_during_up_tears_the_lab_down(moment):
+    """SIGTERM (what `make bench` gets when stopped) while the lab comes up, or while it is up: the process tears the
+    lab down as an exception would, and nothing of it is left."""
+    require_root()
+    lab_id = _free_lab_id()
+    proc = _start_holder(lab_id)
+    try:
+        if moment == "up":
+            assert proc.stdout.readline().strip() == "up", proc.stderr.read() if proc.poll() is not None else ""
+        elif moment == "kube-apiserver started":
+            _wait_recorded(proc, lab_id, "a/kube-apiserver")
+        else:
+            time.sleep(0.5)
+        assert proc.poll() is None
+        err = _stop_holder(proc, signal.SIGTERM)
+        assert proc.returncode != 0
+        assert "LabInterrupted: SIGTERM while a lab was up" in err, err[-2000:]  # the teardown ran, as on an error
+        assert _residue(lab_id) == {}
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        cleanup.clean_prefix(names.lab_prefix(lab_id), cleanup.state_dir(lab_id))
+
+
+def test_sigkilled_while_coming_up_then_lab_clean_removes_everything():
+    """SIGKILL (no teardown can run) once etcd and kube-apiserver started: every process was recorded as it
+    started, the state directory is there, and `python -m tests.lab clean` removes the lab entirely."""
+    require_root()
+    lab_id = _free_lab_id()
+    proc = _start_holder(lab_id)
+    try:
+        _wait_recorded(proc, lab_id, "a/kube-apiserver")
+        _stop_holder(proc, signal.SIGKILL)
+        assert proc.returncode == -signal.SIGKILL
+        left = _residue(lab_id)
+        assert left.get("processes") and left.get("state dir")  # what the crash left: the processes outlived it
+        out = subprocess.run([sys.executable, "-m", "tests.lab", "clean"], capture_output=True, text=True, cwd=ROOT,
+                             check=True, timeout=120).stdout
+        assert "lab-clean: removed" in out
+        assert _residue(lab_id) == {}
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        cleanup.clean_prefix(names.lab_prefix(lab_id), cleanup.state_dir(lab_id))
+
+
+def test_lab_clean_finds_processes_of_a_lab_whose_state_dir_is_gone():
+    """A process a lab started carries the lab's state directory in its environment (cleanup.MARK): even with the
+    directory gone, `status` lists it and `clean` stops it."""
+    require_root()
+    lab_id = _free_lab_id()
+    stray = subprocess.Popen(["sleep", "300"], env={**os.environ, cleanup.MARK: cleanup.state_dir(lab_id)})
+    try:
+        status = subprocess.run([sys.executable, "-m", "tests.lab", "status"], capture_output=True, text=True,
+                                cwd=ROOT, check=True, timeout=60).stdout
+        assert any(ln.startswith("orphan lab processes") and str(stray.pid) in ln.split() for ln in status.splitlines())
+        dry = subprocess.run([sys.executable, "-m", "tests.lab", "clean", "--dry-run"], capture_output=True, text=True,
+                             cwd=ROOT, check=True, timeout=60).stdout
+        assert f"would remove {names.lab_prefix(lab_id)} (objects without a state dir)" in dry
+        subprocess.run([sys.executable, "-m", "tests.lab", "clean"], capture_output=True, text=True, cwd=ROOT,
+                       check=True, timeout=120)
+        assert stray.wait(timeout=10) is not None
+        assert _residue(lab_id) == {}
+    finally:
+        if stray.poll() is None:
+            stray.kill()
+            stray.wait()

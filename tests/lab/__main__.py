@@ -51,7 +51,11 @@ def cmd_status(_args) -> int:
     all_ns = netns.list_netns()
     for st in states:
         prefix = st["prefix"]
-        alive = [p for p in st.get("pids", []) if os.path.exists(f"/proc/{p}")]
+        if "processes" in st:  # alive: the recorded process, not whatever holds its PID now
+            alive = [p for p in st["processes"]
+                     if p.get("start_time") is not None and owner.start_time(p.get("pid", 0)) == p["start_time"]]
+        else:
+            alive = [p for p in st.get("pids", []) if os.path.exists(f"/proc/{p}")]
         spaces = [n for n in all_ns if n.startswith(prefix)]
         print(f"lab {st['lab_id']}: {len(spaces)} netns, {len(alive)}/{len(st.get('pids', []))} processes alive, "
               f"owner {(st.get('owner') or {}).get('pid', '?')} {owner.status(st.get('owner'))}")
@@ -63,6 +67,10 @@ def cmd_status(_args) -> int:
     orphans = [n for n in all_ns if names.is_lab_name(n) and not any(n.startswith(s["prefix"]) for s in states)]
     if orphans:
         print(f"orphan lab netns (make lab-clean removes them): {' '.join(orphans)}")
+    dirs = {os.path.normpath(s.get("workdir") or os.path.join(names.STATE_ROOT, s["prefix"])) for s in states}
+    stray = sorted(pid for pid, (d, _st) in cleanup.marked_processes().items() if os.path.normpath(d) not in dirs)
+    if stray:
+        print(f"orphan lab processes (make lab-clean removes them): {' '.join(map(str, stray))}")
     return 0
 
 
@@ -75,6 +83,8 @@ def cmd_down(args) -> int:
         removed = cleanup.clean_prefix(names.lab_prefix(lab_id), cleanup.state_dir(lab_id))
         print(f"lab {lab_id}: removed {len(removed['netns'])} netns, {len(removed['processes'])} processes, "
               f"{len(removed['sockets'])} sockets")
+        if removed["survivors"]:  # its state dir stays, so that the next lab-clean finds them
+            print(f"lab {lab_id}: still running after SIGKILL: {' '.join(map(str, removed['survivors']))}")
     return 0
 
 
@@ -94,6 +104,10 @@ def cmd_clean(args) -> int:
     s = sum(len(r["sockets"]) for r in results)
     d = sum(len(r["dirs"]) for r in results)
     print(f"lab-clean: removed {n} netns, {p} processes, {s} wireguard sockets, {d} state dirs")
+    survivors = sorted(pid for r in results for pid in r.get("survivors", []))
+    if survivors:  # their state dirs stay, so that the next lab-clean finds them
+        print(f"lab-clean: still running after SIGKILL: {' '.join(map(str, survivors))}")
+        return 1
     return 0
 
 
@@ -135,4 +149,9 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from tests.lab.interrupts import LabInterrupted  # pylint: disable=ungrouped-imports
+    try:
+        sys.exit(main())
+    except LabInterrupted as exc:  # the lab being brought up is down again (Lab.up)
+        print(f"interrupted: {exc}", file=sys.stderr)
+        sys.exit(128 + exc.signum)

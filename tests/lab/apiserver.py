@@ -25,6 +25,7 @@ import urllib.request
 
 import yaml
 
+from tests.lab import cleanup, interrupts, owner
 from tests.lab.pki import make_pki, make_serving_cert
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -95,7 +96,15 @@ def free_port() -> int:
     raise ApiServerError(f"no free port of 127.0.0.1 in {_PORTS[0]}-{high}")
 
 
-def _stop_pid(pid: int, grace: float = 5.0) -> None:
+def _stop_pid(pid: int, start_time: int | None = None, grace: float = 5.0) -> None:
+    """SIGTERM, SIGKILL after `grace`; with `start_time`, only while `pid` is still the process started then
+    (a process of the lab that died unnoticed gave its PID back: another may hold it now)."""
+    if start_time is not None and owner.start_time(pid) != start_time:
+        try:
+            os.waitpid(pid, os.WNOHANG)  # reap it if it was our child
+        except ChildProcessError:
+            pass
+        return
     try:
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
@@ -143,10 +152,17 @@ class ApiServer:
         self.controller_manager = controller_manager
         self.kubeconfig = os.path.join(workdir, "kubeconfig")
         self.pids: dict[str, int] = {}
+        self.start_times: dict[str, int] = {}  # role -> start time of pids[role] (its identity: PIDs are recycled)
+        # set by LabCluster: the lab's state directory (cleanup.MARK of every process started), the event that
+        # stops a start once the lab is going down, and what records a started process in the lab's state file
+        self.lab_dir: str | None = None
+        self.cancel = None
+        self.on_spawn = None
         self.port = 0
         self.token = ""
         self.ca = ""
         self.start_seconds = 0.0
+        self.ready = False  # /readyz answered once
         self.webhook_port = 0
         self.webhook_url = ""
         self.webhook_ca_bundle = ""
@@ -156,12 +172,29 @@ class ApiServer:
         return f"https://127.0.0.1:{self.port}"
 
     def _spawn(self, role: str, argv: list[str], env: dict | None = None) -> subprocess.Popen:
+        interrupts.check(self.cancel, f"{self.name}: starting {role}")
+        env = dict(os.environ if env is None else env)
+        if self.lab_dir:
+            env[cleanup.MARK] = self.lab_dir
         log = open(os.path.join(self.workdir, f"{role}.log"), "ab")  # pylint: disable=consider-using-with
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                env=env, start_new_session=True)
-        log.close()
-        self.pids[role] = proc.pid
+        # setsid (a terminal's Ctrl-C must not stop it under the lab's feet): only the lab's teardown stops it,
+        # so it is recorded before a signal can unwind this process past it
+        with interrupts.held():
+            try:
+                proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                        env=env, start_new_session=True)
+            finally:
+                log.close()
+            self.pids[role] = proc.pid
+            self.start_times[role] = owner.start_time(proc.pid)
+            if self.on_spawn:
+                self.on_spawn()
         return proc
+
+    def processes(self) -> list[dict]:
+        """The processes running for this apiserver: role, pid and start time, for the lab's state file."""
+        times = dict(self.start_times)
+        return [{"role": role, "pid": pid, "start_time": times.get(role)} for role, pid in list(self.pids.items())]
 
     def start(self, timeout: float = 60.0) -> "ApiServer":
         t0 = time.monotonic()
@@ -221,9 +254,11 @@ class ApiServer:
         self._spawn_webhook(spawn)
         deadline = time.monotonic() + timeout
         while b"conversion webhook started" not in _read(log):
+            interrupts.check(self.cancel, f"{self.name}: waiting for the conversion webhook")
             done, status = os.waitpid(self.pids[WEBHOOK_ROLE], os.WNOHANG)
             if done:
                 self.pids.pop(WEBHOOK_ROLE)
+                self.start_times.pop(WEBHOOK_ROLE, None)
                 raise ApiServerError(f"the conversion webhook exited with {status}; log: {log}\n" + _tail(log))
             if time.monotonic() > deadline:
                 raise ApiServerError(f"the conversion webhook did not start in {timeout}s; log: {log}")
@@ -235,6 +270,7 @@ class ApiServer:
         body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace},
                 "data": {"url": self.webhook_url, "caBundle": self.webhook_ca_bundle}}
         while True:  # kube-system is created by the apiserver just after it is ready
+            interrupts.check(self.cancel, f"{self.name}: registering the conversion webhook")
             try:
                 self.request("POST", f"/api/v1/namespaces/{namespace}/configmaps", body)
                 return
@@ -250,7 +286,7 @@ class ApiServer:
         """Stops the conversion webhook (the apiserver's conversions then fail: tests of the webhook down)."""
         pid = self.pids.pop(WEBHOOK_ROLE, None)
         if pid:
-            _stop_pid(pid)
+            _stop_pid(pid, self.start_times.pop(WEBHOOK_ROLE, None))
 
     def restart_webhook(self, spawn=None) -> None:
         """Starts the stopped webhook again on the same port with the same certificate."""
@@ -279,6 +315,7 @@ class ApiServer:
         deadline = time.monotonic() + timeout
         last = ""
         while time.monotonic() < deadline:
+            interrupts.check(self.cancel, f"kube-apiserver {self.name}: waiting for ready")
             for role, pid in self.pids.items():
                 done, status = os.waitpid(pid, os.WNOHANG)
                 if done:
@@ -288,6 +325,7 @@ class ApiServer:
             try:
                 with urllib.request.urlopen(req, timeout=2, context=ctx) as resp:
                     if resp.status == 200:
+                        self.ready = True
                         return
             except (urllib.error.URLError, OSError) as exc:
                 last = str(exc)
@@ -295,12 +333,19 @@ class ApiServer:
         raise ApiServerError(f"kube-apiserver {self.name} not ready after {timeout}s ({last}); "
                              f"logs in {self.workdir}")
 
+    def _stop_grace(self) -> float:
+        # a kube-apiserver still starting holds SIGTERM back for seconds; one that was never ready has nothing
+        # to finish (a start interrupted or failed): no reason to make the teardown wait for it
+        return 5.0 if self.ready else 0.5
+
     def stop(self) -> None:
         # Apiserver first so it does not spin on a vanished etcd.
+        grace = self._stop_grace()
         for role in ("kube-controller-manager", WEBHOOK_ROLE, "kube-apiserver", "etcd"):
             pid = self.pids.pop(role, None)
             if pid:
-                _stop_pid(pid)
+                _stop_pid(pid, self.start_times.pop(role, None), grace)
+        self.ready = False
 
     def __enter__(self):
         return self.start()

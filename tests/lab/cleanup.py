@@ -1,9 +1,13 @@
 """Removal of everything a lab made, found by its name prefix and its state file — nothing else.
 
 Used by LabCluster/Lab.down() and by `make lab-clean` (after a crashed run), so both remove the same set:
-processes living in the lab's netns, the etcd/apiserver processes it recorded (checked against their
-command line), the netns themselves (and with them every link), wireguard-go sockets named with the
-prefix, and the state directory.
+processes living in the lab's netns, the etcd/apiserver processes it started (recorded in its state file
+with their start times, and marked with MARK in their environment), the netns themselves (and with them
+every link), wireguard-go sockets named with the prefix, and the state directory — kept while a process
+it names may still run, so a later `make lab-clean` finds it.
+
+Every process is signalled by PID only while it still has the start time it had when found (or recorded):
+a PID recycled meanwhile belongs to someone else.
 """
 from __future__ import annotations
 
@@ -27,9 +31,17 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
-def _kill(pids: list[int]) -> None:
+def _kill(pids, start_times: dict[int, int] | None = None) -> list[int]:
+    """SIGTERM, then SIGKILL after 3 s, to each of `pids` that is still the process it was: its start time is
+    the one in `start_times` or, for a PID not there, the one it has now. Returns those still alive."""
+    known = {}
+    for pid in pids:
+        started = (start_times or {}).get(pid) or owner.start_time(pid)
+        if started is not None:
+            known[pid] = started
+    alive = []
     for sig in (signal.SIGTERM, signal.SIGKILL):
-        alive = [p for p in pids if os.path.exists(f"/proc/{p}")]
+        alive = [p for p in known if owner.start_time(p) == known[p]]
         for pid in alive:
             try:
                 os.kill(pid, sig)
@@ -44,11 +56,12 @@ def _kill(pids: list[int]) -> None:
                         continue
                 except ChildProcessError:
                     pass
-                if not os.path.exists(f"/proc/{pid}") or "zombie" in _status(pid):
+                if owner.start_time(pid) != known[pid] or "zombie" in _status(pid):
                     alive.remove(pid)
             time.sleep(0.02)
         if not alive:
-            return
+            return []
+    return alive
 
 
 def _status(pid: int) -> str:
@@ -66,14 +79,63 @@ def state_dir(lab_id: str) -> str:
     return os.path.join(names.STATE_ROOT, names.lab_prefix(lab_id))
 
 
-def recorded_pids(directory: str) -> list[int]:
-    """PIDs from the lab's state file that still run a command naming the lab's directory."""
+def recorded_pids(directory: str) -> dict[int, int]:
+    """{pid: start time} of the processes the lab's state file records that are still those processes (same
+    start time); for a state file without start times, the PIDs still running a command naming the directory."""
     try:
         with open(os.path.join(directory, "state.json"), encoding="utf-8") as f:
             state = json.load(f)
     except (OSError, ValueError):
-        return []
-    return [pid for pid in state.get("pids", []) if directory in _cmdline(pid)]
+        return {}
+    out = {}
+    for proc in state.get("processes", []):
+        try:
+            pid, started = int(proc["pid"]), int(proc["start_time"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        if owner.start_time(pid) == started:
+            out[pid] = started
+    if "processes" not in state:
+        for pid in state.get("pids", []):
+            started = owner.start_time(pid)
+            if started is not None and directory in _cmdline(pid):
+                out[pid] = started
+    return out
+
+
+# In the environment of every process a lab starts (tests.lab.apiserver, tests.lab.realnode): the lab's state
+# directory. It finds the processes a lab started but could not record, its owner killed between the fork and
+# the write of its state file, and those of labs whose state directory is gone.
+MARK = "LIQO_FABRIC_LAB_DIR"
+
+
+def marked_processes() -> dict[int, tuple[str, int]]:
+    """{pid: (lab state directory, start time)} of every process carrying MARK in its environment."""
+    out = {}
+    needle = MARK.encode() + b"="
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                environ = f.read()
+        except OSError:
+            continue
+        if needle not in environ:
+            continue
+        for var in environ.split(b"\0"):
+            if var.startswith(needle):
+                started = owner.start_time(int(entry))
+                if started is not None:
+                    out[int(entry)] = (var[len(needle):].decode(errors="replace"), started)
+                break
+    return out
+
+
+def marked_pids(directory: str) -> dict[int, int]:
+    """{pid: start time} of the processes marked as started by the lab whose state directory is `directory`."""
+    directory = os.path.normpath(directory)
+    return {pid: st for pid, (d, st) in marked_processes().items() if os.path.normpath(d) == directory}
 
 
 def wireguard_go_pids(prefix: str) -> list[int]:
@@ -116,13 +178,13 @@ def clean_prefix(prefix: str, directory: str | None = None) -> dict:
     spaces = [n for n in netns.list_netns() if n.startswith(prefix)]
     stop_real_nodes(spaces, directory)  # kubelets, then containers through containerd (their shims exit cleanly)
     inside = sorted({pid for n in spaces for pid in netns.pids_in_netns(n)})
-    owned = recorded_pids(directory) if directory else []
+    owned = {**marked_pids(directory), **recorded_pids(directory)} if directory else {}
     wg = wireguard_go_pids(prefix)
     # wireguard-go processes living in the lab's netns: their interface names do not carry the lab prefix
     # (the fabric names them), so remember them to remove their control files too
     wg_ifnames = [_wireguard_go_ifname(pid) for pid in inside]
-    _kill(sorted(set(inside + owned + wg)))
-    removed["processes"] = sorted(set(inside + owned + wg))
+    survivors = _kill(sorted(set(inside + list(owned) + wg)), owned)
+    removed["processes"] = sorted(set(inside + list(owned) + wg))
     removed["real_nodes"] = real_node_residue(prefix, directory)  # before the state dir goes (mounts in it)
     for ifname in filter(None, wg_ifnames):
         for ext in (".sock", ".pid", ".log"):
@@ -150,7 +212,10 @@ def clean_prefix(prefix: str, directory: str | None = None) -> dict:
                 removed["files"].append(entry)
             except OSError:
                 pass
-    if directory and os.path.isdir(directory):
+    # the state directory names the lab's processes: it stays while one of them may still run (one that
+    # SIGKILL did not end within 3 s), so that a later `make lab-clean` finds them
+    removed["survivors"] = [p for p in survivors if p in owned]
+    if directory and os.path.isdir(directory) and not removed["survivors"]:
         shutil.rmtree(directory, ignore_errors=True)
         removed["dirs"].append(directory)
     return removed
@@ -163,11 +228,14 @@ def _lab_id_of(name: str) -> str | None:
 
 
 def lab_ids_in_use() -> set[str]:
-    """Ids of the labs that have objects on this machine (netns, wireguard-go control files, sysctl records)."""
+    """Ids of the labs that have objects on this machine (netns, wireguard-go control files, sysctl records,
+    processes marked as theirs)."""
     found = list(netns.list_netns())
     if os.path.isdir(WG_SOCKET_DIR):
         found += os.listdir(WG_SOCKET_DIR)
     found += [e[len(SYSCTL_RECORD_PREFIX):] for e in os.listdir(SYSCTL_RECORD_DIR) if e.startswith(SYSCTL_RECORD_PREFIX)]
+    found += [os.path.basename(os.path.normpath(d)) for d, _st in marked_processes().values()
+              if os.path.dirname(os.path.normpath(d)) == os.path.normpath(names.STATE_ROOT)]
     return {i for i in map(_lab_id_of, found) if i}
 
 
@@ -197,7 +265,10 @@ def clean_all(everything: bool = False) -> list[dict]:
     before it was written); with `everything`, every lab-prefixed object on the machine."""
     plan = plan_clean(everything)
     results = [clean_prefix(os.path.basename(d), d) for d in plan["dead"]]
-    results += [clean_prefix(names.lab_prefix(i)) for i in plan["orphans"]]
+    # an orphan's state directory is gone, but its processes still carry its path (MARK); one there by now is a
+    # lab that came up since the plan was made (its directory comes first, before any of its objects)
+    results += [clean_prefix(names.lab_prefix(i), state_dir(i)) for i in plan["orphans"]
+                if not os.path.isdir(state_dir(i))]
     if everything:
         results.append(clean_prefix(names.PREFIX))  # names that carry the prefix but no lab id
     return results

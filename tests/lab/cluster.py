@@ -9,9 +9,10 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 
-from tests.lab import cleanup, names, netns, owner, switch
+from tests.lab import cleanup, interrupts, names, netns, owner, switch
 from tests.lab.apiserver import ApiServer
 from tests.lab.controlplane import ControlPlane
 from tests.lab.kube import LabKube
@@ -25,7 +26,8 @@ class LabCluster:
                  gateways: int = 1, wan: LabWan | None = None, lab_id: str | None = None,
                  underlay_cidr: str = "172.30.0.0/24", service_cidr: str = "10.96.0.0/12",
                  external_cidr: str = "10.70.0.0/16", internal_cidr: str = "10.80.0.0/16",
-                 workdir: str | None = None, controller_manager: bool = False, real_nodes: bool = False):
+                 workdir: str | None = None, controller_manager: bool = False, real_nodes: bool = False,
+                 cancel: threading.Event | None = None):
         if not name.isalnum() or len(name) > 6:
             raise ValueError(f"name: {name!r} must be alphanumeric, at most 6 characters (it is part of netns names)")
         self.name = name
@@ -39,6 +41,10 @@ class LabCluster:
         self.wan = wan
         self._owns_dir = workdir is None
         self.workdir = workdir or cleanup.state_dir(self.lab_id)
+        # set once the lab is going down: a start still running in a thread stops at its next step (the Lab's,
+        # shared by its clusters)
+        self.cancel = cancel or threading.Event()
+        self._claim_lock = threading.Lock()
         # real_nodes: kubelets run the pods (tests.lab.realnode); no netns pods of the light lab
         self.real = RealNodes(self) if real_nodes else None
         self.nodes: list[NodePlan] = plan_cluster(self.prefix, name, pod_cidr, underlay_cidr, nodes,
@@ -48,10 +54,13 @@ class LabCluster:
                                           netns=self.real.cp_netns, address=self.control_plane_ip, pod_cidr=pod_cidr)
         else:
             self.apiserver = ApiServer(name, os.path.join(self.workdir, name), service_cidr, controller_manager)
+        self.apiserver.lab_dir, self.apiserver.cancel = self.workdir, self.cancel
+        self.apiserver.on_spawn = self.spawned
         self.cluster_id = ""
         self.timings: dict[str, float] = {}
         self._kube: LabKube | None = None
         self.on_change = None  # set by Lab: rewrites the inventory when nodes come and go
+        self.on_spawn = None   # set by Lab: records a process just started in its state file
 
     # -- properties -------------------------------------------------------------------------------
     @property
@@ -95,13 +104,35 @@ class LabCluster:
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def up(self) -> "LabCluster":
-        os.makedirs(self.workdir, mode=0o700, exist_ok=True)
-        if self._owns_dir:  # on its own: record who owns it, so `make lab-clean` spares it while that runs
-            owner.claim(self.workdir, self.lab_id, self.prefix)
-        self.start_apiserver()
-        self.build_dataplane()
-        self.register()
+        if self._owns_dir:  # on its own: a signal tears it down as Lab.up's does (tests.lab.interrupts)
+            self.cancel.clear()
+            interrupts.enter(self, self.cancel, self.down)
+        try:
+            os.makedirs(self.workdir, mode=0o700, exist_ok=True)
+            if self._owns_dir:  # on its own: record who owns it, so `make lab-clean` spares it while that runs
+                owner.claim(self.workdir, self.lab_id, self.prefix)
+            self.start_apiserver()
+            self.build_dataplane()
+            self.register()
+        except BaseException:
+            if self._owns_dir:
+                self.cancel.set()
+                self.down()
+            raise
         return self
+
+    def processes(self) -> list[dict]:
+        """Every process this cluster started and runs: role ("<cluster>/<role>"), pid, start time."""
+        procs = self.apiserver.processes() + (self.real.processes() if self.real else [])
+        return [{**p, "role": f"{self.name}/{p['role']}"} for p in procs]
+
+    def spawned(self) -> None:
+        """A process was just started: into the state file (the Lab's, or this cluster's own when alone)."""
+        if self.on_spawn:
+            self.on_spawn()
+        elif self._owns_dir:
+            with self._claim_lock:  # real nodes start in threads
+                owner.claim(self.workdir, self.lab_id, self.prefix, processes=self.processes())
 
     def start_apiserver(self) -> None:
         if self.real:  # the control plane lives on the underlay: switch and its netns first
@@ -142,6 +173,13 @@ class LabCluster:
         self.timings["register"] = time.monotonic() - t0
 
     def down(self) -> dict:
+        if not self._owns_dir:  # part of a Lab, whose down() holds signals back
+            return self._down()
+        with interrupts.teardown(self):
+            self.cancel.set()
+            return self._down()
+
+    def _down(self) -> dict:
         t0 = time.monotonic()
         if self.real:
             self.real.down()  # kubelets, containers, containerds, kube-proxies, their residue

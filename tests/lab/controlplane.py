@@ -116,7 +116,9 @@ class ControlPlane(ApiServer):
         write_kubeconfig(self.node_kubeconfig, self.name, self.in_cluster_url, self.ca, "lab-node", self.node_token)
 
     def stop(self) -> None:
+        grace = self._stop_grace()
         for role in ("forward", "kube-scheduler", "kube-controller-manager", WEBHOOK_ROLE, "kube-apiserver", "etcd"):
             pid = self.pids.pop(role, None)
             if pid:
-                _stop_pid(pid)
+                _stop_pid(pid, self.start_times.pop(role, None), grace)
+        self.ready = False

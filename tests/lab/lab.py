@@ -6,10 +6,11 @@ import fcntl
 import json
 import os
 import sys
+import threading
 import time
 
 
-from tests.lab import cleanup, names, owner
+from tests.lab import cleanup, interrupts, names, owner
 from tests.lab.cluster import LabCluster
 from tests.lab.wan import LabWan
 
@@ -29,12 +30,17 @@ class Lab:
         self.prefix = names.lab_prefix(self.lab_id)
         self.workdir = cleanup.state_dir(self.lab_id)
         self.wan = LabWan(self.prefix, wan_cidr)
+        # set when the lab is going down: the clusters still starting in threads stop at their next step
+        self._cancel = threading.Event()
+        self._state_lock = threading.Lock()  # the clusters record the processes they start from their threads
         self.clusters: dict[str, LabCluster] = {}
         for i, spec in enumerate(clusters):
             kw = {**defaults, **spec}
             kw.setdefault("underlay_cidr", f"172.30.{i}.0/24")
-            self.clusters[kw["name"]] = LabCluster(wan=self.wan, lab_id=self.lab_id, workdir=self.workdir, **kw)
+            self.clusters[kw["name"]] = LabCluster(wan=self.wan, lab_id=self.lab_id, workdir=self.workdir,
+                                                   cancel=self._cancel, **kw)
             self.clusters[kw["name"]].on_change = self._changed
+            self.clusters[kw["name"]].on_spawn = self._write_state
         self.inventory_path = os.path.join(self.workdir, "inventory.yml")
         self.timings: dict[str, float] = {}
         self.owner: dict | None = None
@@ -44,44 +50,61 @@ class Lab:
         return self.clusters[name]
 
     def up(self) -> "Lab":
-        if any(c.real for c in self.clusters.values()):
-            self._lock_real_nodes()
-        os.makedirs(self.workdir, mode=0o700, exist_ok=True)
-        self.owner = owner.record(self.owner_pid)
-        self._write_state()  # first, so a crash during up() is still cleanable by `make lab-clean`
+        self._cancel.clear()
+        # from here SIGTERM, SIGINT and SIGHUP raise LabInterrupted (main thread): the teardown below runs
+        interrupts.enter(self, self._cancel, self.down)
         try:
+            if any(c.real for c in self.clusters.values()):
+                self._lock_real_nodes()
+            os.makedirs(self.workdir, mode=0o700, exist_ok=True)
+            self.owner = owner.record(self.owner_pid)
+            # first, before any process starts, so a crash during up() is still cleanable by `make lab-clean`;
+            # each process is then recorded as it starts (LabCluster.on_spawn)
+            self._write_state()
             t0 = time.monotonic()
-            with concurrent.futures.ThreadPoolExecutor(max_workers=len(self.clusters)) as pool:
-                for fut in [pool.submit(c.start_apiserver) for c in self.clusters.values()]:
-                    fut.result()
+            self._each_cluster("start_apiserver")
             self.timings["apiservers_start"] = time.monotonic() - t0
             self._write_state()
             t1 = time.monotonic()
             for c in self.clusters.values():
                 c.build_dataplane()
-            with concurrent.futures.ThreadPoolExecutor(max_workers=len(self.clusters)) as pool:
-                for fut in [pool.submit(c.register) for c in self.clusters.values()]:
-                    fut.result()
+            self._each_cluster("register")
             self.timings["up_without_apiservers"] = time.monotonic() - t1
             self._write_inventory()
             self._write_state()
         except BaseException:
+            self._cancel.set()
             self.down()
             raise
         return self
 
-    def down(self) -> dict:
-        t0 = time.monotonic()
+    def _each_cluster(self, method: str) -> None:
+        """`method` of every cluster, in parallel. On an error or an interrupt the others are told to stop
+        (they check self._cancel between steps) and are waited for, so that down() never races a start that
+        is still spawning processes."""
         with concurrent.futures.ThreadPoolExecutor(max_workers=len(self.clusters)) as pool:
-            for fut in [pool.submit(c.down) for c in self.clusters.values()]:
-                fut.result()
-        self.wan.down()
-        removed = cleanup.clean_prefix(self.prefix, self.workdir)
-        self.timings["down"] = time.monotonic() - t0
-        if self._real_lock is not None:
-            os.close(self._real_lock)  # closing releases the lock (as does the death of this process)
-            self._real_lock = None
-        return removed
+            futures = [pool.submit(getattr(c, method)) for c in self.clusters.values()]
+            try:
+                for fut in futures:
+                    fut.result()
+            except BaseException:
+                self._cancel.set()
+                raise
+
+    def down(self) -> dict:
+        with interrupts.teardown(self):  # signals wait until the lab is down
+            self._cancel.set()
+            t0 = time.monotonic()
+            with concurrent.futures.ThreadPoolExecutor(max_workers=len(self.clusters)) as pool:
+                for fut in [pool.submit(c.down) for c in self.clusters.values()]:
+                    fut.result()
+            self.wan.down()
+            removed = cleanup.clean_prefix(self.prefix, self.workdir)
+            self.timings["down"] = time.monotonic() - t0
+            if self._real_lock is not None:
+                os.close(self._real_lock)  # closing releases the lock (as does the death of this process)
+                self._real_lock = None
+            return removed
 
     def _lock_real_nodes(self) -> None:
         """Real-node labs come up one at a time per host, each waiting for the one before to go down (the suite's
@@ -132,10 +155,15 @@ class Lab:
         os.chmod(self.inventory_path, 0o600)
 
     def _write_state(self) -> None:
+        with self._state_lock:
+            self._write_state_locked()
+
+    def _write_state_locked(self) -> None:
+        # processes: what `make lab-clean` stops after a crash, each by PID while it has its recorded start time
+        processes = [p for c in self.clusters.values() for p in c.processes()]
         state = {
             "lab_id": self.lab_id, "prefix": self.prefix, "workdir": self.workdir, "owner": self.owner,
-            "pids": [p for c in self.clusters.values()
-                     for p in list(c.apiserver.pids.values()) + (c.real.pids() if c.real else [])],
+            "pids": [p["pid"] for p in processes], "processes": processes,
             "clusters": {n: {"kubeconfig": c.kubeconfig, "cluster_id": c.cluster_id, "pod_cidr": c.pod_cidr,
                              "nodes": [{"name": nd.name, "netns": nd.netns, "ip": nd.underlay_ip,
                                         "gateway": nd.gateway, "wan_ip": nd.wan_ip,

@@ -102,10 +102,13 @@ def invoking_pid() -> int:
     return pid if pid > 1 else os.getppid()
 
 
-def claim(directory: str, lab_id: str, prefix: str, pid: int | None = None) -> None:
-    """A minimal state file naming this lab's owner (a LabCluster brought up on its own; Lab writes a full one)."""
+def claim(directory: str, lab_id: str, prefix: str, pid: int | None = None, processes: list | None = None) -> None:
+    """A minimal state file naming this lab's owner and the processes it started (role, pid, start_time): a
+    LabCluster brought up on its own; Lab writes a full one."""
+    processes = processes or []
     path = os.path.join(directory, "state.json")
     with open(path + ".tmp", "w", encoding="utf-8") as f:
-        json.dump({"lab_id": lab_id, "prefix": prefix, "workdir": directory, "owner": record(pid), "pids": []}, f)
+        json.dump({"lab_id": lab_id, "prefix": prefix, "workdir": directory, "owner": record(pid),
+                   "pids": [p["pid"] for p in processes], "processes": processes}, f)
     os.chmod(path + ".tmp", 0o600)
     os.replace(path + ".tmp", path)

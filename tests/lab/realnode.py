@@ -29,7 +29,7 @@ import time
 
 import yaml
 
-from tests.lab import cleanup, imagestore, netns, switch
+from tests.lab import cleanup, imagestore, interrupts, netns, owner, switch
 from tests.lab.apiserver import _stop_pid, _tail, kube_bin_dir
 from tests.lab.images import images
 from tests.lab.kube import GATEWAY_LABEL
@@ -63,7 +63,12 @@ class RealNode:
         self.node_kubeconfig = node_kubeconfig
         self.sock = os.path.join(self.dir, "containerd.sock")
         self.pids: dict[str, int] = {}
+        self.start_times: dict[str, int] = {}  # role -> start time of pids[role] (its identity: PIDs are recycled)
         self.timings: dict[str, float] = {}
+        # set by RealNodes, as LabCluster sets them on its ApiServer
+        self.lab_dir: str | None = None
+        self.cancel = None
+        self.on_spawn = None
 
     # -- configuration -----------------------------------------------------------------------------
     def _configure(self, img: dict) -> None:
@@ -154,12 +159,28 @@ state = "{self.dir}/containerd"
         netns.run(["unshare", f"--mount={self.mntns}", "--propagation", "slave", "sh", "-ec", "; ".join(binds)])
 
     def _spawn(self, role: str, argv: list[str]) -> None:
+        interrupts.check(self.cancel, f"{self.plan.name}: starting {role}")
+        env = dict(os.environ)
+        if self.lab_dir:
+            env[cleanup.MARK] = self.lab_dir
         log = open(os.path.join(self.dir, f"{role}.log"), "ab")  # pylint: disable=consider-using-with
-        proc = subprocess.Popen(["nsenter", f"--mount={self.mntns}", f"--net=/run/netns/{self.plan.netns}", *argv],
-                                stdout=log,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-        log.close()
-        self.pids[role] = proc.pid
+        with interrupts.held():  # recorded before a signal can unwind this process past it (ApiServer._spawn)
+            try:
+                proc = subprocess.Popen(["nsenter", f"--mount={self.mntns}", f"--net=/run/netns/{self.plan.netns}",
+                                         *argv], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                        env=env, start_new_session=True)
+            finally:
+                log.close()
+            self.pids[role] = proc.pid
+            self.start_times[role] = owner.start_time(proc.pid)
+            if self.on_spawn:
+                self.on_spawn()
+
+    def processes(self) -> list[dict]:
+        """This node's processes: role, pid and start time, for the lab's state file."""
+        times = dict(self.start_times)
+        return [{"role": f"{self.plan.name}/{role}", "pid": pid, "start_time": times.get(role)}
+                for role, pid in list(self.pids.items())]
 
     def ctr(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
         """`ctr` against this node's containerd, namespace k8s.io (the CRI's)."""
@@ -181,6 +202,7 @@ state = "{self.dir}/containerd"
         self._spawn("containerd", ["containerd", "--config", os.path.join(self.dir, "containerd.toml")])
         deadline = time.monotonic() + 30
         while self.ctr("version", check=False, timeout=10).returncode != 0:
+            interrupts.check(self.cancel, f"{self.plan.name}: waiting for containerd")
             if time.monotonic() > deadline or not os.path.exists(f"/proc/{self.pids['containerd']}"):
                 raise RealNodeError(f"{self.plan.name}: containerd did not start; log {self.dir}/containerd.log:\n"
                                     + _tail(os.path.join(self.dir, "containerd.log")))
@@ -211,13 +233,13 @@ state = "{self.dir}/containerd"
         remove their sockets), kube-proxy and containerd; then remove_node_residue()."""
         pid = self.pids.pop("kubelet", None)
         if pid:
-            _stop_pid(pid)
+            _stop_pid(pid, self.start_times.pop("kubelet", None))
         if "containerd" in self.pids:
             cleanup.reset_containerd(self.sock)
         for role in ("kube-proxy", "containerd"):
             pid = self.pids.pop(role, None)
             if pid:
-                _stop_pid(pid)
+                _stop_pid(pid, self.start_times.pop(role, None))
         remove_node_residue(self.plan.netns, self.dir, self.disk)
 
 
@@ -271,6 +293,7 @@ class RealNodes:
         new = [RealNode(p, self.cluster_dir, self.cluster.prefix, self.cluster.pod_cidr,
                         self.cluster.apiserver.node_kubeconfig) for p in plans]
         for node in new:
+            node.lab_dir, node.cancel, node.on_spawn = self.cluster.workdir, self.cluster.cancel, self.cluster.spawned
             self.nodes[node.plan.name] = node
         with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(new))) as pool:
             for fut in [pool.submit(n.start) for n in new]:
@@ -286,6 +309,7 @@ class RealNodes:
         patched: set[str] = set()
         deadline = time.monotonic() + timeout
         while pending:
+            interrupts.check(self.cluster.cancel, f"cluster {self.cluster.name}: waiting for its nodes")
             for node in pending.values():
                 node.check_alive()
             by_name = {n.metadata.name: n for n in core.list_node().items}
@@ -308,7 +332,10 @@ class RealNodes:
                 time.sleep(0.3)
 
     def pids(self) -> list[int]:
-        return [pid for n in self.nodes.values() for pid in n.pids.values()]
+        return [pid for n in list(self.nodes.values()) for pid in list(n.pids.values())]
+
+    def processes(self) -> list[dict]:
+        return [p for n in list(self.nodes.values()) for p in n.processes()]
 
     def stop_node(self, name: str) -> None:
         self.nodes.pop(name).stop()
