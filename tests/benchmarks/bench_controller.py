@@ -8,6 +8,9 @@ ansible_runner.run per watch event, the Operator SDK's way) measured in the same
 5. a dataplane change: a GatewayClient's MTU edited on two connected lab clusters -> the controller's
    reconcile_gateway.yml run (gateway dataplane, overlay, status) -> Ready at the new generation, with the new
    MTU on the WireGuard interface; against one plain ansible-runner run of the same playbook
+6. the warm runner stopping a run (no lab, no root): a playbook's shell running `sleep`, the run canceled by its
+   callback, and one run past its timeout -> run() returned (tests/integration/test_warm_runner.py checks that
+   every process of the run is gone)
 """
 from __future__ import annotations
 
@@ -31,6 +34,7 @@ from tests.benchmarks.report import figure, ratio
 from tests.conftest import ROOT
 from tests.e2e import fabric
 from tests.e2e.test_controller import ControllerProc, Kube, ready, wait_for
+from tests.integration.test_warm_runner import SLEEPER, run_tree
 from tests.lab import netns
 
 SEQ = 10          # sequential changes for the latency figures
@@ -290,7 +294,51 @@ def warm_vs_cold(kubeconfig: str, workdir: str, n: int = 10) -> dict:
     return out
 
 
+STOP_TIMEOUT = 15   # the timeout of the run stopped by it, as the test's
+
+
+def warm_stop() -> None:
+    """A warm run of a sleeping playbook stopped by its cancel callback, then one by its timeout: seconds from the
+    cancel (set once the playbook's shell runs) and from the timeout's expiry to run() returning."""
+    workdir = tempfile.mkdtemp(prefix="lfab-bench-stop-")
+    sleeper = os.path.join(workdir, "sleep.yml")
+    with open(sleeper, "w", encoding="utf-8") as f:
+        f.write(SLEEPER)
+    r = PlaybookRunner(os.path.join(workdir, "rt"), ROOT, warm=True)
+    took = {}
+    try:
+        if not r.zygote.wait_ready(60):
+            raise RuntimeError("the zygote did not come up")
+        for how in ("cancel", "timeout"):
+            pidfile = os.path.join(workdir, f"{how}.pid")
+            cancel = threading.Event()
+            out = {}
+
+            def go(how, pidfile, cancel, out):
+                out["res"] = r.run(sleeper, {"pidfile": pidfile}, STOP_TIMEOUT if how == "timeout" else 600, how,
+                                   cancel=cancel.is_set)
+
+            t = threading.Thread(target=go, args=(how, pidfile, cancel, out))
+            t_start = time.monotonic()
+            t.start()
+            run_tree(r.zygote.pid, pidfile)
+            if how == "cancel":
+                cancel.set()
+            t_stop = time.monotonic() if how == "cancel" else t_start + STOP_TIMEOUT
+            t.join(60)
+            took[how] = time.monotonic() - t_stop
+            if t.is_alive() or out["res"].status != ("canceled" if how == "cancel" else "timeout"):
+                raise RuntimeError(f"{how}: the run did not stop as expected: {out.get('res')}")
+    finally:
+        r.close()
+        shutil.rmtree(workdir, ignore_errors=True)
+    print("  warm runner stopping a running playbook (shell running `sleep`):")
+    figure("cancel callback set -> run() returned", took["cancel"], "s")
+    figure(f"timeout ({STOP_TIMEOUT} s) expired -> run() returned", took["timeout"], "s")
+
+
 def run():
+    warm_stop()
     if os.geteuid() != 0:
         print("  skipped: needs root for the lab")
         return

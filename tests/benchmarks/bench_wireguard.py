@@ -2,10 +2,17 @@
 
 The measurement runs inside a throwaway netns (module_utils acts on the netns of its process), in a child
 `ip netns exec ... python -m tests.benchmarks.bench_wireguard --inner` that prints its timings as JSON.
+
+Also a warm standby client made active, as tests/integration/test_wireguard_failover.py does it, in two netns
+joined by a veth: by a run of liqo.fabric.wireguard_interface giving its peer the endpoint and keepalive (the
+ansible-playbook run included), and in process by wireguard_session.activate (the gateway pod's way; a python
+start included) after traffic stamped a handshake attempt -> the first handshake (`wg show`, polled every 20 ms).
 """
+import contextlib
 import json
 import os
 import secrets
+import signal
 import subprocess
 import sys
 import tempfile
@@ -13,7 +20,7 @@ import time
 
 from tests.ansible_run import ROOT, run_module
 from tests.benchmarks.report import figure, ratio
-from tests.lab import netns
+from tests.lab import names, netns
 
 sys.path.insert(0, os.path.join(ROOT, "build", "collections"))
 from ansible_collections.liqo.fabric.plugins.module_utils import wireguard as wg  # noqa: E402
@@ -73,10 +80,68 @@ def inner(tag):
     print(json.dumps(out))
 
 
+@contextlib.contextmanager
+def veth_pair():
+    """(ns_a, ns_b): two throwaway netns joined by a veth, 192.168.77.1/24 and .2/24 on eth0 (the integration
+    tests' veth_pair). Leaving, what still runs in them (a wireguard-go) is stopped by PID."""
+    prefix = names.lab_prefix(names.new_lab_id())
+    made = [f"{prefix}b-a", f"{prefix}b-b"]
+    netns.create_netns(made)
+    try:
+        for n in made:
+            netns.ip_batch(["link set lo up"], netns=n)
+        netns.ip_batch([f"link add eth0 netns {made[0]} type veth peer name eth0 netns {made[1]}"])
+        for n, addr in zip(made, ("192.168.77.1/24", "192.168.77.2/24")):
+            netns.ip_batch([f"addr add {addr} dev eth0", "link set eth0 up"], netns=n)
+        yield made[0], made[1]
+    finally:
+        for n in made:
+            for pid in netns.pids_in_netns(n):
+                try:
+                    os.kill(pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        netns.delete_netns(made)
+
+
+def standby_activation():
+    """A standby client (peer without endpoint and keepalive) made active, by a module run and in process."""
+    from tests.integration.test_wireguard import ping  # pylint: disable=import-outside-toplevel
+    from tests.integration.test_wireguard_failover import (  # pylint: disable=import-outside-toplevel
+        SERVER_EP, handshake_after, pair, session_code)
+    tag = secrets.token_hex(2)
+    took = {}
+    with veth_pair() as (a, b):
+        for how in ("module", "in process"):
+            ifa, ifb = f"lfab{tag}{how[0]}a", f"lfab{tag}{how[0]}b"
+            try:
+                client = pair(a, b, ifa, ifb, {"endpoint": None, "persistent_keepalive": 0})[0]
+                if how == "module":
+                    active = dict(client, peers=[dict(client["peers"][0], endpoint=SERVER_EP, persistent_keepalive=25)])
+                    t0 = time.monotonic()
+                    res = run_module("liqo.fabric.wireguard_interface", active, netns=a)
+                    if res.get("failed"):
+                        raise RuntimeError(res.get("msg"))
+                else:
+                    ping(a, "10.80.0.2", attempts=1)   # traffic into the standby's tunnel: a handshake attempt
+                    code = session_code("len(s.activate(%r, %r, 25))" % (ifa, SERVER_EP))
+                    t0 = time.monotonic()
+                    netns.exec_in(a, [sys.executable, "-c", code])
+                took[how] = handshake_after(a, ifa, t0, limit=10)
+                if took[how] >= 10:
+                    raise RuntimeError(f"standby activated ({how}): no handshake within 10 s")
+            finally:
+                for ns, name in ((a, ifa), (b, ifb)):
+                    run_module("liqo.fabric.wireguard_interface", {"name": name, "state": "absent"}, netns=ns)
+    figure("standby activated by a module run -> handshake", took["module"], "s")
+    figure("standby activated in process -> handshake", took["in process"], "s")
+
+
 def run():
     if os.geteuid() != 0:
         print("  skipped: needs root for network namespaces")
         return
+    standby_activation()
     tag = secrets.token_hex(2)
     ns = f"lfab{tag}bench"
     netns.create_netns([ns])

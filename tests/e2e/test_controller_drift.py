@@ -347,8 +347,6 @@ def test_each_fault_is_detected_and_repaired_by_the_controller(fabric_lab):
     rows = []
     for name in FAULTS:
         rows.append(inject_and_measure(lab, ctl, name))
-    print("\n" + "\n".join(f"{r['fault']:<40} detected {r['detected']:5.1f} s  repaired {r['repaired']:5.1f} s"
-                           f"  traffic {r['traffic']:5.1f} s" for r in rows))
     from ansible_collections.liqo.fabric.plugins.module_utils import peer_health_daemon as phd  # pylint: disable=import-outside-toplevel
     health = _gw(lab)[1]["health"][0]
     assert phd.read_pidfile(health["state_dir"], health["interface"]), "the health probe process was not restarted"

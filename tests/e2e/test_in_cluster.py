@@ -5,118 +5,36 @@ install with `kubectl delete -k deploy/ --ignore-not-found` and checks that noth
 
 What runs here is the image built by `make image` from this work tree: the controller Deployment (2 replicas,
 one holding the Lease), the node-agent DaemonSet, the bootstrap init container, all with their own
-ServiceAccounts under RBAC enforced by the apiserver.
+ServiceAccounts under RBAC enforced by the apiserver. The lab, its helpers and the scenarios that measure as
+they go are in tests/e2e/in_cluster_lab.py: tests/benchmarks/bench_in_cluster.py runs them on a lab of its own
+and prints the times; the tests here assert.
 """
 from __future__ import annotations
 
-import base64
-import datetime
-import ipaddress
 import json
 import os
 import re
-import statistics
-import subprocess
-import threading
-import time
 
 import pytest
 import yaml
 
-from tests.conftest import ROOT, require_root
+from tests.conftest import require_root
 from tests.e2e.fabric import wait_for
-from tests.e2e.test_real_lab import kubectl, kubectl_binary
-from tests.lab import Lab, netns
-from tests.lab.images import fabric_image, images, tiny_image
-from tests.lab.imagestore import seed_root
-from tests.lab.loadbalancer import LabLoadBalancer
+from tests.e2e.test_real_lab import kubectl
+from tests.lab import netns
+from tests.lab.images import fabric_image
 
-DEPLOY = os.path.join(ROOT, "deploy")
+# the scenarios' asserts are this module's: pytest's messages for them too
+pytest.register_assert_rewrite("tests.e2e.in_cluster_lab")
+from tests.e2e.in_cluster_lab import (  # noqa: E402  pylint: disable=wrong-import-position
+    DEPLOY, acting_controller, active_gateway, cluster_id, condition, connect, drift_injected_and_repaired,
+    failover_to_the_standby, get_json, idle, install, iperf_paths, iperf_run, load_balancer_switch, mtu_mismatch_and_back,
+    node_added_and_removed, node_agent_replaced_under_ping, pod_memory, pods, probe_every_pod_pair, ready_pods,
+    real_node_lab, tunnel_dropped_and_back, verify_rows, verify_services, wrong_public_key_and_back)
+
 SA_CONTROLLER = "system:serviceaccount:liqo:liqo-fabric-controller"
 SA_AGENT = "system:serviceaccount:liqo:liqo-fabric-node-agent"
 SA_GATEWAY = "system:serviceaccount:default:liqo-fabric-gateway"
-
-# the seeds' "manual on single cluster" objects (v1alpha1, as the seeds write them); applied with kubectl only
-CONFIGURATION = """
-apiVersion: networking.liqo.io/v1alpha1
-kind: Configuration
-metadata:
-  labels:
-    liqo.io/remote-cluster-id: {remote_id}
-  name: {name}
-spec:
-  remote:
-    cidr:
-      external: 10.70.0.0/16
-      pod: 10.243.0.0/16
-"""
-GATEWAY_SERVER = """
-apiVersion: networking.liqo.io/v1alpha1
-kind: GatewayServer
-metadata:
-  labels:
-    liqo.io/remote-cluster-id: {remote_id}
-  name: server
-spec:
-  endpoint:
-    port: 51820
-    serviceType: NodePort
-  mtu: 1340
-  serverTemplateRef:
-    apiVersion: networking.liqo.io/v1alpha1
-    kind: WgGatewayServerTemplate
-    name: wireguard-server
-    namespace: liqo
-"""
-GATEWAY_CLIENT = """
-apiVersion: networking.liqo.io/v1alpha1
-kind: GatewayClient
-metadata:
-  labels:
-    liqo.io/remote-cluster-id: {remote_id}
-  name: client
-  namespace: default
-spec:
-  clientTemplateRef:
-    apiVersion: networking.liqo.io/v1alpha1
-    kind: WgGatewayClientTemplate
-    name: wireguard-client
-    namespace: liqo
-  endpoint:
-    addresses:
-    - {address}
-    port: {port}
-    protocol: UDP
-  mtu: 1340
-"""
-PUBLIC_KEY = """
-apiVersion: networking.liqo.io/v1alpha1
-kind: PublicKey
-metadata:
-  labels:
-    liqo.io/remote-cluster-id: {remote_id}
-    networking.liqo.io/gateway-resource: "true"
-  name: {name}
-spec:
-  publicKey: {key}
-"""
-
-
-def get_json(cluster, *args) -> dict:
-    return json.loads(kubectl(cluster, "get", *args, "-o", "json").stdout)
-
-
-def pods(cluster, name: str) -> list:
-    return cluster.kube.core.list_namespaced_pod("liqo", label_selector=f"app.kubernetes.io/name={name}").items
-
-
-def ready_pods(cluster, name: str) -> list:
-    return [p for p in pods(cluster, name) if p.status.phase == "Running" and p.metadata.deletion_timestamp is None
-            and all(cs.ready for cs in (p.status.container_statuses or []))]
-
-
-def condition(obj: dict, ctype: str) -> dict:
-    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == ctype), {})
 
 
 def can_i(cluster, who: str, *args) -> bool:
@@ -143,120 +61,24 @@ def controller_logs(cluster) -> list[dict]:
     return out
 
 
-def cluster_id(cluster) -> str:
-    return get_json(cluster, "configmap", "-n", "liqo", "liqo-clusterid-configmap")["data"]["CLUSTER_ID"]
-
-
-def gateway_hosts_on_the_wan(cluster) -> None:
-    """What a cloud gives a gateway host and the lab does not: its public (WAN) address where a remote reaches it
-    (the node annotation the fabric reads, as it would read an ExternalIP) and the NAT of pod traffic leaving
-    through that WAN (a CNI's ipMasq): the lab's nodes reach the WAN only from gateway hosts."""
-    for node in cluster.gateway_nodes:
-        kubectl(cluster, "annotate", "node", node.name, f"liqo.io/gateway-address={node.wan_ip.split('/')[0]}", "--overwrite")
-        netns.run(["ip", "netns", "exec", node.netns, "iptables-nft", "-t", "nat", "-A", "POSTROUTING", "-s",
-                   cluster.pod_cidr, "-o", "wan0", "-j", "MASQUERADE"])
-
-
 @pytest.fixture(scope="module")
 def lab():
     require_root()
-    seed_root(images())  # the images of this work tree, in the containerd root every node starts from
-    lab = Lab([{"name": "a"}, {"name": "b"}], pod_cidr="10.243.0.0/16", nodes=3, real_nodes=True)
-    lab.up()
-    try:
-        for c in lab.clusters.values():
-            gateway_hosts_on_the_wan(c)
-        yield lab
-    finally:
-        lab.down()
-
-
-# A workload with one pod on every node (required anti-affinity); busybox httpd serves /big (1,400 bytes) and
-# /cgi-bin/peer, which answers the source address the server sees.
-WORKLOAD_CMD = ("mkdir -p /w/cgi-bin && head -c 1400 /dev/zero | tr '\\0' x > /w/big && "
-                "printf '#!/bin/sh\\necho Content-Type: text/plain\\necho\\necho peer=$REMOTE_ADDR\\n' > /w/cgi-bin/peer && "
-                "chmod +x /w/cgi-bin/peer && exec httpd -f -p 8080 -h /w")
-
-
-def workload(replicas: int) -> str:
-    return yaml.safe_dump({
-        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "workload", "namespace": "default"},
-        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "workload"}}, "template": {
-            "metadata": {"labels": {"app": "workload"}},
-            "spec": {"terminationGracePeriodSeconds": 1,
-                     "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-                         {"labelSelector": {"matchLabels": {"app": "workload"}}, "topologyKey": "kubernetes.io/hostname"}]}},
-                     "containers": [{"name": "web", "image": tiny_image(), "imagePullPolicy": "IfNotPresent",
-                                     "command": ["sh", "-c", WORKLOAD_CMD]}]}}}})
-
-
-def workload_pods(cluster) -> list:
-    return [p for p in cluster.kube.core.list_namespaced_pod("default", label_selector="app=workload").items
-            if p.status.phase == "Running" and p.status.pod_ip and p.metadata.deletion_timestamp is None]
+    with real_node_lab() as lab_:
+        yield lab_
 
 
 @pytest.fixture(scope="module")
 def installed(lab):
     """`kubectl apply -k deploy/` on both clusters (and the workload), then everything of it running."""
-    for c in lab.clusters.values():
-        kubectl(c, "apply", "-k", DEPLOY, timeout=120)
-        kubectl(c, "apply", "-f", "-", input=workload(len(c.nodes)))
-    for c in lab.clusters.values():
-        wait_for(lambda c=c: len(ready_pods(c, "liqo-fabric-controller")) == 2, timeout=180,
-                 what=f"{c.name}: 2 controller pods ready")
-        wait_for(lambda c=c: len(ready_pods(c, "liqo-fabric-node-agent")) == len(c.nodes), timeout=120,
-                 what=f"{c.name}: a node agent ready on every node")
+    install(lab)
     return lab
-
-
-FIGURES: dict = {}
-
-
-@pytest.fixture(scope="module", autouse=True)
-def print_figures():
-    """The module's figures, printed once at its end whichever of its tests ran (pytest -s shows them)."""
-    yield
-    if FIGURES:
-        print("\nin-cluster figures:", json.dumps(FIGURES, indent=1))
 
 
 @pytest.fixture(scope="module")
 def connected(installed):
     """The seeds' "manual on single cluster" flow with kubectl alone: b is the server, a the client."""
-    a, b = installed["a"], installed["b"]
-    ids = {"a": cluster_id(a), "b": cluster_id(b)}
-    t0 = time.monotonic()
-    # each cluster gets the Configuration of the other (what `liqoctl generate configuration` prints there)
-    kubectl(a, "apply", "-f", "-", input=CONFIGURATION.format(remote_id=ids["b"], name="dry-paper"))
-    kubectl(b, "apply", "-f", "-", input=CONFIGURATION.format(remote_id=ids["a"], name="crimson-field"))
-    for c, name in ((a, "dry-paper"), (b, "crimson-field")):
-        wait_for(lambda c=c, name=name: ((get_json(c, "configurations", name).get("status") or {}).get("remote") or {})
-                 .get("cidr", {}).get("pod"), timeout=60, what=f"{c.name}: status.remote.cidr.pod")
-    kubectl(b, "apply", "-f", "-", input=GATEWAY_SERVER.format(remote_id=ids["a"]))
-    endpoint = wait_for(lambda: ((get_json(b, "gatewayserver", "server").get("status") or {}).get("endpoint") or {})
-                        if ((get_json(b, "gatewayserver", "server").get("status") or {}).get("endpoint") or {})
-                        .get("addresses") else None, timeout=120, what="the GatewayServer's status.endpoint")
-    kubectl(a, "apply", "-f", "-", input=GATEWAY_CLIENT.format(remote_id=ids["b"], address=endpoint["addresses"][0],
-                                                               port=endpoint["port"]))
-    # the public keys: read on one side (the gateway's key Secret), applied as a PublicKey on the other
-    for c, other, secret in ((b, a, "wg-server-server"), (a, b, "wg-client-client")):
-        key = wait_for(lambda c=c, secret=secret: kubectl(c, "get", "secret", secret, "-o", "jsonpath={.data.publicKey}",
-                                                          check=False).stdout, timeout=60, what=f"{c.name}: {secret}")
-        kubectl(other, "apply", "-f", "-", input=PUBLIC_KEY.format(remote_id=ids[c.name], name=f"from-{c.name}",
-                                                                   key=base64.b64decode(key).decode()))
-    applied = time.monotonic()
-    for c in (a, b):
-        wait_for(lambda c=c: [x for x in get_json(c, "connections")["items"]
-                              if (x.get("status") or {}).get("value") == "Connected"], timeout=120,
-                 what=f"{c.name}: Connection Connected")
-    FIGURES["last kubectl apply -> both Connections Connected (s)"] = round(time.monotonic() - applied, 1)
-    FIGURES["first kubectl apply -> both Connected (s)"] = round(time.monotonic() - t0, 1)
-    for c, name in ((a, "client"), (b, "server")):   # where a gateway pod's start went (the engine's first line)
-        for p in gateway_pods(c, name):
-            started = [r for r in controller_logs_of(c, p.metadata.name, "default") if r.get("msg") == "controller started"]
-            FIGURES.setdefault(f"{name} gateway pod start: interpreter, imports, setup, engine start (s)", []).append(
-                [started[0]["startup"].get(k) for k in ("interpreter", "imports", "setup", "start")] if started else None)
-    return {"ids": ids, "endpoint": endpoint}
+    return connect(installed)
 
 
 def test_manifests_name_the_built_image_never_pulled():
@@ -321,17 +143,6 @@ def test_ipam_in_cluster_remaps_the_seeds_configuration(connected, installed):
     assert "10.243.0.0/16" in out and remapped in out, out
 
 
-def active_gateway(cluster, name: str, timeout: float = 60):
-    """The active pod of gateway `name` (the Lease holder labels itself networking.liqo.io/active=true): exactly
-    one, Running."""
-    def one():
-        pods = [p for p in cluster.kube.core.list_namespaced_pod(
-            "default", label_selector=f"networking.liqo.io/gateway-name={name},networking.liqo.io/active=true").items
-            if p.status.phase == "Running" and p.metadata.deletion_timestamp is None]
-        return pods if len(pods) == 1 else None
-    return wait_for(one, timeout=timeout, what=f"{cluster.name}: one active pod of gateway {name}")[0]
-
-
 def test_both_connections_connected_with_the_service_endpoint(connected, installed):
     a, b = installed["a"], installed["b"]
     svc = get_json(b, "service", "gw-server")
@@ -377,64 +188,10 @@ def test_wireguard_go_runs_inside_the_gateway_pods_own_netns(connected, installe
             assert [r["kind"] for r in obj["metadata"]["ownerReferences"]] == ["Gateway" + name.capitalize()], obj["metadata"]
 
 
-def metrics_text(cluster, pod: str, namespace: str = "default") -> str:
-    """The /metrics page of a fabric pod's engine, read inside the pod."""
-    code = "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:8080/metrics', timeout=5).read().decode())"
-    return kubectl(cluster, "exec", "-n", namespace, pod, "--", "python3", "-c", code, check=False).stdout
-
-
-def peer_metric(cluster, pod: str, name: str, remote_id: str):
-    """A liqo_peer_* value from the gateway pod's own /metrics (its live probe), None when absent."""
-    for line in metrics_text(cluster, pod).splitlines():
-        if line.startswith(name + "{") and f'cluster_id="{remote_id}"' in line and 'driver="wireguard"' in line:
-            return float(line.rsplit(" ", 1)[1])
-    return None
-
-
-def pod_metrics(cluster, pod: str, namespace: str = "default") -> dict:
-    """The engine's own /metrics of a fabric pod, unlabelled samples only (name -> value)."""
-    return {ln.split()[0]: float(ln.split()[1]) for ln in metrics_text(cluster, pod, namespace).splitlines()
-            if ln and not ln.startswith("#") and "{" not in ln and len(ln.split()) == 2}
-
-
-def idle(cluster, pod: str) -> bool:
-    """No run of the pod's engine running or queued (a repair in progress would undo a test's fault)."""
-    m = pod_metrics(cluster, pod)
-    return m.get("liqo_fabric_queue_running") == 0 and m.get("liqo_fabric_queue_depth") == 0
-
-
-def connection_status(cluster) -> tuple:
-    """(status.value, its condition) of the cluster's one Connection."""
-    conn = next(iter(get_json(cluster, "connections")["items"]), {})
-    st = conn.get("status") or {}
-    return st.get("value"), next((c for c in st.get("conditions") or []), {})
-
-
 def test_a_wrong_public_key_ends_in_error_with_the_reason(connected, installed):
     """As in the agentless path: the PublicKey of b's peer replaced by a wrong key, b's Connection turns Error,
     NoHandshake, naming the key (written by the gateway pod's run); the right key back, Connected again."""
-    a, b = installed["a"], installed["b"]
-    ref = ["publickeies.networking.liqo.io", "from-a", "-n", "default"]
-    good = get_json(b, *ref[:2])["spec"]["publicKey"]
-    wrong = base64.b64encode(b"\x01" * 32).decode()
-
-    t0 = time.monotonic()
-    kubectl(b, "patch", *ref, "--type", "merge", "-p", json.dumps({"spec": {"publicKey": wrong}}))
-    try:
-        def wrong_key_reported():
-            value, cond = connection_status(b)
-            return value == "Error" and cond.get("reason") == "NoHandshake" and wrong in (cond.get("message") or "")
-
-        wait_for(wrong_key_reported, timeout=120, interval=1, what="b: Connection Error NoHandshake naming the wrong key")
-        FIGURES["wrong public key applied -> Connection Error NoHandshake (s)"] = round(time.monotonic() - t0, 1)
-    finally:
-        kubectl(b, "patch", *ref, "--type", "merge", "-p", json.dumps({"spec": {"publicKey": good}}))
-    t1 = time.monotonic()
-    for c in (a, b):
-        wait_for(lambda c=c: [x for x in get_json(c, "connections")["items"]
-                              if (x.get("status") or {}).get("value") == "Connected"], timeout=120, interval=1,
-                 what=f"{c.name}: Connection Connected with the right key back")
-    FIGURES["right public key back -> both Connected (s)"] = round(time.monotonic() - t1, 1)
+    wrong_public_key_and_back(installed)
 
 
 def test_an_mtu_mismatch_ends_in_error_with_the_reason(connected, installed):
@@ -442,189 +199,14 @@ def test_an_mtu_mismatch_ends_in_error_with_the_reason(connected, installed):
     writes it with a key) than the GatewayClient's spec.mtu: a's Connection turns Error, MTUMismatch, naming both
     values, and stays so although the tunnel's probes still answer (the probe does not clear the plan's error);
     the annotation gone, Connected again."""
-    a = installed["a"]
-    ref = ["publickeies.networking.liqo.io", "from-b", "-n", "default"]
-
-    t0 = time.monotonic()
-    kubectl(a, "annotate", *ref, "networking.liqo.io/mtu=1300")
-    try:
-        def mismatch_reported():
-            value, cond = connection_status(a)
-            message = cond.get("message") or ""
-            return value == "Error" and cond.get("reason") == "MTUMismatch" and "1300" in message and "1340" in message
-
-        wait_for(mismatch_reported, timeout=120, interval=1, what="a: Connection Error MTUMismatch naming 1340 and 1300")
-        FIGURES["MTU mismatch declared -> Connection Error MTUMismatch (s)"] = round(time.monotonic() - t0, 1)
-        time.sleep(12)   # longer than the live probe's 10 s status period: the probe leaves the error alone
-        assert connection_status(a)[1].get("reason") == "MTUMismatch", connection_status(a)
-    finally:
-        kubectl(a, "annotate", *ref, "networking.liqo.io/mtu-")
-    t1 = time.monotonic()
-    wait_for(lambda: connection_status(a)[0] == "Connected", timeout=120, interval=1,
-             what="a: Connection Connected with the MTUs equal again")
-    FIGURES["MTU equal again -> Connected (s)"] = round(time.monotonic() - t1, 1)
-
-
-FAULT_TABLE = "lf_test_fault"   # an nft table of the test's own: no reconcile of the fabric owns or repairs it
+    mtu_mismatch_and_back(installed)
 
 
 def test_live_peer_health_in_the_active_gateway_pods(connected, installed):
     """Issue 21 in the cluster: the active gateway pod's probe thread. The server pod drops every packet of the
     tunnel (a firewall on the path) -> a's Connection Error and its pod's liqo_peer_is_connected 0 within 10 s;
-    the drop gone -> Connected within 10 s; the pod's WireGuard byte counters are exported with Liqo's labels.
-
-    The fault is one the fabric does not repair. Taking the server's interface down (the earlier fault) raced
-    with the server pod's own repair: a drift check or resync due within ~3 s brought the link up, the server
-    handshook to the client's known endpoint, and the client never missed 3 probes."""
-    a, b = installed["a"], installed["b"]
-    client, server = active_gateway(a, "client").metadata.name, active_gateway(b, "server").metadata.name
-    id_b = cluster_id(b)
-
-    def conn_a():
-        return (get_json(a, "connections")["items"][0].get("status") or {})
-    wait_for(lambda: peer_metric(a, client, "liqo_peer_is_connected", id_b) == 1, timeout=30,
-             what="a's gateway pod: liqo_peer_is_connected 1")
-    assert peer_metric(a, client, "liqo_peer_latency_us", id_b) > 0
-    assert peer_metric(a, client, "liqo_peer_receive_bytes_total", id_b) > 0
-    assert peer_metric(a, client, "liqo_peer_transmit_bytes_total", id_b) > 0
-    iface = kubectl(b, "exec", server, "--", "wg", "show").stdout.split("interface: ")[1].split()[0]
-    port = kubectl(b, "exec", server, "--", "wg", "show", iface, "listen-port").stdout.strip()
-    assert port.isdigit(), port
-    drop = (f"add table inet {FAULT_TABLE}\n"
-            f"add chain inet {FAULT_TABLE} in {{ type filter hook input priority -300; }}\n"
-            f"add rule inet {FAULT_TABLE} in udp dport {port} drop\n")
-    t0 = time.monotonic()
-    kubectl(b, "exec", "-i", server, "--", "nft", "-f", "-", input=drop)
-    seen = []   # (s after the fault, a's Connection value), printed if the wait fails
-
-    def error_seen():
-        st = conn_a()
-        if not seen or seen[-1][1] != st.get("value"):
-            seen.append((round(time.monotonic() - t0, 1), st.get("value")))
-        return st.get("value") == "Error" and peer_metric(a, client, "liqo_peer_is_connected", id_b) == 0
-
-    try:
-        try:
-            wait_for(error_seen, timeout=10, interval=0.2, what="a's Connection Error and is_connected 0")
-        except AssertionError as exc:
-            raise AssertionError(f"{exc}; values seen {seen}\n{health_state(a, client, b, server)}") from None
-        FIGURES["in-cluster: remote gateway drops the tunnel -> Connection Error, is_connected 0 (s)"] = round(
-            time.monotonic() - t0, 2)
-        print(f"\nin-cluster: Error and is_connected 0 {time.monotonic() - t0:.2f} s after the remote gateway began "
-              "to drop the tunnel")
-        assert conn_a()["conditions"][0]["reason"] == "PeerUnreachable", conn_a()
-    finally:
-        t1 = time.monotonic()
-        kubectl(b, "exec", server, "--", "nft", "delete", "table", "inet", FAULT_TABLE, check=False)
-    assert FAULT_TABLE not in kubectl(b, "exec", server, "--", "nft", "list", "tables").stdout
-    wait_for(lambda: conn_a().get("value") == "Connected"
-             and peer_metric(a, client, "liqo_peer_is_connected", id_b) == 1, timeout=10, interval=0.2,
-             what="a's Connection Connected again")
-    FIGURES["in-cluster: the drop gone -> Connection Connected (s)"] = round(time.monotonic() - t1, 2)
-    print(f"in-cluster: Connected {time.monotonic() - t1:.2f} s after the drop was removed")
-    src = workload_pods(a)[0]
-    view = get_json(a, "configurations", "dry-paper")["status"]["remote"]["cidr"]["pod"][0]
-    targets = [remapped(p.status.pod_ip, view) for p in workload_pods(b)]
-    wait_for(lambda: all(r.get("icmp") == "ok" for r in probe_from(a, src.metadata.name, targets).values()),
-             timeout=60, interval=2, what="pods reach each other again after the drop was removed")
-
-
-def health_state(a, client: str, b, server: str) -> str:
-    """What a failed health wait prints: a's Connection now, both gateways' pods, tunnels and probe metrics, and
-    the active pods' last log lines."""
-    out = [f"a's Connection status now: {(get_json(a, 'connections')['items'][0].get('status') or {})}"]
-    for cluster, pod in ((a, client), (b, server)):
-        listing = kubectl(cluster, "get", "pods", "-l", "networking.liqo.io/component=gateway", "-o", "wide",
-                          "--show-labels", check=False).stdout
-        metrics = "\n".join(ln for ln in metrics_text(cluster, pod).splitlines() if ln.startswith("liqo_peer"))
-        out += [f"{cluster.name} gateway pods:\n{listing}", f"{cluster.name} {pod} liqo_peer_*:\n{metrics}",
-                f"{cluster.name} {pod} $ wg show\n" + kubectl(cluster, "exec", pod, "--", "wg", "show", check=False).stdout,
-                f"{cluster.name} {pod} $ ip -br link\n"
-                + kubectl(cluster, "exec", pod, "--", "ip", "-br", "link", check=False).stdout,
-                f"{cluster.name} {pod} log (last 40 lines):\n" + "\n".join(
-                    ln[:400] for ln in kubectl(cluster, "logs", pod, "--tail", "40", check=False).stdout.splitlines())]
-    return "\n".join(out)
-
-
-def remapped(ip: str, remapped_cidr: str, pod_cidr: str = "10.243.0.0/16") -> str:
-    """The address a pod of the other cluster has here: the remapped CIDR with the host bits kept."""
-    offset = int(ipaddress.ip_address(ip)) - int(ipaddress.ip_network(pod_cidr).network_address)
-    return str(ipaddress.ip_network(remapped_cidr).network_address + offset)
-
-
-def probe_from(cluster, pod: str, targets: list) -> dict:
-    """From one workload pod to each target: ICMP, ICMP with 1,400 bytes, TCP (the source the server saw, and a
-    1,400-byte body). One kubectl exec per source pod."""
-    # every target in parallel (one shell job each); busybox nc ends when its stdin does, so the request is
-    # followed by 3 s of open stdin for the answer
-    get = "{ printf 'GET %s HTTP/1.0\\r\\n\\r\\n'; sleep 3; } | nc -w 5 $t 8080"
-    script = "".join(
-        f"{{ t={t}; ping -c1 -W3 $t >/dev/null 2>&1 && echo $t icmp ok || echo $t icmp fail; "
-        # the first 1,400-byte ping may meet the tunnel's MTU (frag-needed: the sender learns the path MTU)
-        "echo $t icmp1400 $(ping -c3 -i 0.2 -W3 -s 1400 $t 2>/dev/null | sed -n 's/.* \\([0-9]*\\) packets received.*/\\1/p'); } & "
-        f"{{ t={t}; echo $t peer $({get % '/cgi-bin/peer'} | sed -n 's/^peer=//p' | tr -d '[]' | sed 's/^::ffff://'); }} & "
-        f"{{ t={t}; echo $t big $({get % '/big'} | tr -cd x | wc -c); }} & "
-        for t in targets) + "wait"
-    out = kubectl(cluster, "exec", pod, "--", "sh", "-c", script, timeout=120).stdout
-    res: dict = {}
-    for line in out.splitlines():
-        parts = line.split()
-        if len(parts) >= 2:
-            res.setdefault(parts[0], {})[parts[1]] = parts[2] if len(parts) > 2 else ""
-    return res
-
-
-def overlay_state(cluster) -> str:
-    """What a failed wait prints: the overlay on each node and in the gateway pods, the agents' last runs."""
-    out = []
-    for n in cluster.nodes:
-        for cmd in (["ip", "-br", "link"], ["ip", "route", "show", "table", "18952"], ["ip", "rule"]):
-            out.append(f"{n.name} $ {' '.join(cmd)}\n" + netns.run(["ip", "netns", "exec", n.netns, *cmd], check=False).stdout)
-    for p in cluster.kube.core.list_namespaced_pod("default", label_selector="networking.liqo.io/component=gateway").items:
-        for cmd in (["ip", "-br", "addr"], ["ip", "route", "show", "table", "18952"], ["ip", "rule"]):
-            out.append(f"pod {p.metadata.name} ({p.status.pod_ip}) $ {' '.join(cmd)}\n"
-                       + kubectl(cluster, "exec", p.metadata.name, "--", *cmd, check=False).stdout)
-    for p in pods(cluster, "liqo-fabric-node-agent"):
-        text = kubectl(cluster, "logs", "-n", "liqo", p.metadata.name, check=False).stdout
-        out.append(f"agent {p.metadata.name} on {p.spec.node_name}:\n" + "\n".join(
-            line[:400] for line in text.splitlines() if "run" in line or "error" in line.lower())[-3000:])
-    return "\n".join(out)
-
-
-def path_state(cluster, pod_ip: str) -> str:
-    """The gateway pods' NAT, neighbours and counters, and the target's node, for a pair that stays broken."""
-    out = []
-    for p in cluster.kube.core.list_namespaced_pod("default", label_selector="networking.liqo.io/component=gateway").items:
-        for cmd in (["nft", "list", "ruleset"], ["ip", "neigh"], ["ip", "-s", "-br", "link"], ["ping", "-c1", "-W2", pod_ip]):
-            out.append(f"pod {p.metadata.name} $ {' '.join(cmd)}\n"
-                       + kubectl(cluster, "exec", p.metadata.name, "--", *cmd, check=False).stdout)
-    for n in cluster.nodes:
-        for cmd in (["ip", "neigh"], ["ip", "-s", "-br", "link"], ["nft", "list", "ruleset"]):
-            out.append(f"{n.name} $ {' '.join(cmd)}\n" + netns.run(["ip", "netns", "exec", n.netns, *cmd], check=False).stdout[-6000:])
-    return "\n".join(out)
-
-
-def tunnel_state(cluster, ping: str = "") -> str:
-    """The short part of a failed wait's dump, printed first: each gateway pod's tunnel (handshake, transfer),
-    its links' counters and, given an address, one ping from the pod itself (the tunnel without the overlay)."""
-    out = []
-    for p in cluster.kube.core.list_namespaced_pod("default", label_selector="networking.liqo.io/component=gateway").items:
-        cmds = [["wg", "show"], ["ip", "-s", "-br", "link"]] + ([["ping", "-c1", "-W2", ping]] if ping else [])
-        for cmd in cmds:
-            res = kubectl(cluster, "exec", p.metadata.name, "--", *cmd, check=False)
-            out.append(f"{cluster.name} pod {p.metadata.name} on {p.spec.node_name} $ {' '.join(cmd)}\n"
-                       + "\n".join(line for line in (res.stdout + res.stderr).splitlines()
-                                   if line.strip() and "public key" not in line))
-    return "\n".join(out)
-
-
-def wait_or_dump(clusters, *args, ping: str = "", **kw):
-    try:
-        return wait_for(*args, **kw)
-    except AssertionError:
-        print("\n".join(tunnel_state(c, ping if i == 0 else "") for i, c in enumerate(clusters)))
-        print("\n".join(overlay_state(c) for c in clusters))
-        raise
+    the drop gone -> Connected within 10 s; the pod's WireGuard byte counters are exported with Liqo's labels."""
+    tunnel_dropped_and_back(installed)
 
 
 def test_pod_to_pod_across_clusters_at_the_remapped_address(connected, installed):
@@ -632,130 +214,16 @@ def test_pod_to_pod_across_clusters_at_the_remapped_address(connected, installed
     a reaches every workload pod of b at its remapped address and back (ICMP, 1,400-byte ICMP, TCP with a
     1,400-byte body), and the server sees the client's remapped address with the host bits kept."""
     a, b = installed["a"], installed["b"]
-    for c in (a, b):
-        wait_for(lambda c=c: len(workload_pods(c)) == len(c.nodes), timeout=120, what=f"{c.name}: a workload pod per node")
-    # what each cluster calls the other's pods (its Configuration's status)
-    view = {"a": get_json(a, "configurations", "dry-paper")["status"]["remote"]["cidr"]["pod"][0],
-            "b": get_json(b, "configurations", "crimson-field")["status"]["remote"]["cidr"]["pod"][0]}
-    pods_of = {c.name: {p.metadata.name: (p.status.pod_ip, p.spec.node_name) for p in workload_pods(c)} for c in (a, b)}
-    assert sorted(where for _ip, where in pods_of["a"].values()) == sorted(n.name for n in a.nodes)
-    t0 = time.monotonic()
-    first_src, first_dst = next(iter(pods_of["a"])), remapped(next(iter(pods_of["b"].values()))[0], view["a"])
-    wait_or_dump((a, b), lambda: probe_from(a, first_src, [first_dst]).get(first_dst, {}).get("icmp") == "ok",
-                 timeout=120, interval=2, what="the first pod-to-pod ping across the clusters", ping=first_dst)
-    FIGURES["Connected -> first cross-cluster pod ping ok (s)"] = round(time.monotonic() - t0, 1)
-
-    def ok(got, seen_as):
-        return (got.get("icmp") == "ok" and int(got.get("icmp1400") or 0) >= 2 and got.get("big") == "1400"
-                and got.get("peer") == seen_as)
-
-    checked, retried = 0, 0
-    # both clusters use one pod CIDR: a pod may have the address of the other cluster's gateway pod (the case
-    # gateway_dataplane's local_rule_priority exists for); counted, as the scheduler decides it
-    gw_ips = {c.name: {p.status.pod_ip for p in c.kube.core.list_namespaced_pod(
-        "default", label_selector="networking.liqo.io/component=gateway").items} for c in (a, b)}
-    FIGURES["pod pairs with an end at the other cluster's gateway pod address"] = sum(
-        1 for src, dst in ((a, b), (b, a)) for s_ip, _w in pods_of[src.name].values()
-        for d_ip, _w2 in pods_of[dst.name].values() if d_ip in gw_ips[src.name] or s_ip in gw_ips[dst.name])
-    for src, dst in ((a, b), (b, a)):
-        targets = {remapped(ip, view[src.name]): (name, ip) for name, (ip, _where) in pods_of[dst.name].items()}
-        for pod, (ip, node) in pods_of[src.name].items():
-            seen_as = remapped(ip, view[dst.name])   # the client as the server's cluster calls it
-            res = probe_from(src, pod, sorted(targets))
-            # a pair that fails is probed again for up to 30 s (counted): a loaded 2-vCPU machine loses a probe
-            # now and then; a broken path stays broken and fails below with the state of both ends
-            deadline = time.monotonic() + 30
-            while [t for t in targets if not ok(res.get(t, {}), seen_as)] and time.monotonic() < deadline:
-                retried += 1
-                bad = [t for t in targets if not ok(res.get(t, {}), seen_as)]
-                res.update(probe_from(src, pod, bad))
-            for t, (name, dst_ip) in targets.items():
-                got = res.get(t, {})
-                if not ok(got, seen_as):
-                    print(f"{src.name} {pod} ({ip}, {node}) -> {t} ({name}, {dst_ip}): {got}\n"
-                          + "\n".join(kubectl(c, "get", "pods", "-A", "-o", "wide").stdout for c in (a, b)))
-                    print(overlay_state(a), overlay_state(b), path_state(dst, dst_ip), flush=True)
-                assert got.get("icmp") == "ok" and int(got.get("icmp1400") or 0) >= 2, (src.name, pod, node, name, t, got)
-                assert got.get("peer") == seen_as, (src.name, pod, name, t, got, seen_as)
-                assert got.get("big") == "1400", (src.name, pod, name, t, got)
-                checked += 1
-    FIGURES["pod-pair probes repeated after a failure"] = retried
-    assert checked == 2 * len(a.nodes) * len(b.nodes)
-    FIGURES["pod pairs checked both ways (ICMP, 1,400-byte ICMP and TCP)"] = checked
+    assert probe_every_pod_pair(installed) == 2 * len(a.nodes) * len(b.nodes)
 
 
-IPERF_PORT, IPERF_SECONDS, IPERF_ROUNDS = 5411, 5, 3
-TRANSIT_SERVER, TRANSIT_CLIENT = "169.254.18.1", "169.254.18.2"   # the GatewayServer's / GatewayClient's tunnel end
-
-
-def host_pid(cluster, pod: str) -> int:
-    """A host PID in the pod's network namespace (the lab's nodes share the host's PID namespace): found by the
-    namespace's inode, so the host's own iperf3 runs in the pod's netns through nsenter (no tool in the image).
-    The oldest such process: the pod's sandbox lives as long as the pod, while a command the pod runs may be gone
-    by the time the PID is used (once PIDs wrap, it can also be the lowest)."""
-    inode = kubectl(cluster, "exec", pod, "--", "readlink", "/proc/1/ns/net").stdout.strip()
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                if os.readlink(f"/proc/{entry}/ns/net") == inode:
-                    with open(f"/proc/{entry}/stat", encoding="ascii") as f:
-                        started = int(f.read().rpartition(")")[2].split()[19])  # field 22, starttime
-                    found.append((started, int(entry)))
-            except (OSError, ValueError):
-                continue
-    if not found:
-        raise AssertionError(f"no host process in {cluster.name}/{pod}'s network namespace {inode}")
-    return min(found)[1]
-
-
-def iperf_mbit(client_pid: int, server_pid: int, address: str, bind: str = "") -> float:
-    """Receiver-side Mbit/s of one TCP run from the client's netns to `address` (an iperf3 server started in the
-    server's netns for the run, stopped by its PID)."""
-    enter = ["nsenter", f"--net=/proc/{server_pid}/ns/net"]
-    server = subprocess.Popen(enter + ["iperf3", "-s", "-1", "-p", str(IPERF_PORT)] + (["-B", address] if bind else []),
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        def listening():
-            ss = subprocess.run(enter + ["ss", "-Hltn"], capture_output=True, text=True, check=False)
-            return f":{IPERF_PORT} " in ss.stdout
-        wait_for(listening, timeout=10, interval=0.1, what="iperf3 server listening")
-        argv = ["nsenter", f"--net=/proc/{client_pid}/ns/net", "iperf3", "-c", address, "-p", str(IPERF_PORT),
-                "-t", str(IPERF_SECONDS), "-J"] + (["-B", bind] if bind else [])
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=IPERF_SECONDS + 30, check=False)
-        data = json.loads(proc.stdout or "{}")
-        assert proc.returncode == 0 and "error" not in data, (argv, data.get("error"), proc.stderr[-500:])
-        return data["end"]["sum_received"]["bits_per_second"] / 1e6
-    finally:
-        if server.poll() is None:
-            server.terminate()
-        server.wait(timeout=10)
-
-
-def test_pod_to_pod_throughput_against_the_tunnel(connected, installed):
-    """Printed, not asserted (make bench prints it beside the agentless path's): TCP from a's workload pod to b's
-    at its remapped address, both on nodes without the active gateway pod (pod veth, the node agent's overlay
-    link, the gateway pods' NAT and WireGuard), against the tunnel alone between the two active gateway pods
-    (transit addresses); alternating runs, medians. Asserted: data crossed both ways of measuring."""
-    a, b = installed["a"], installed["b"]
-    gw_a, gw_b = active_gateway(a, "client"), active_gateway(b, "server")
-    src = next(p for p in workload_pods(a) if p.spec.node_name != gw_a.spec.node_name)
-    dst = next(p for p in workload_pods(b) if p.spec.node_name != gw_b.spec.node_name)
-    view = get_json(a, "configurations", "dry-paper")["status"]["remote"]["cidr"]["pod"][0]
-    pids = {"src": host_pid(a, src.metadata.name), "dst": host_pid(b, dst.metadata.name),
-            "gw_a": host_pid(a, gw_a.metadata.name), "gw_b": host_pid(b, gw_b.metadata.name)}
-    pod_runs, tunnel_runs = [], []
-    for _round in range(IPERF_ROUNDS):
-        pod_runs.append(iperf_mbit(pids["src"], pids["dst"], remapped(dst.status.pod_ip, view)))
-        tunnel_runs.append(iperf_mbit(pids["gw_a"], pids["gw_b"], TRANSIT_SERVER, bind=TRANSIT_CLIENT))
-    print(f"\nin-cluster throughput: pod -> pod {[round(x) for x in pod_runs]} Mbit/s, "
-          f"gateway pod -> gateway pod {[round(x) for x in tunnel_runs]} Mbit/s (load {os.getloadavg()[0]:.1f})")
-    assert min(pod_runs) > 0 and min(tunnel_runs) > 0, (pod_runs, tunnel_runs)
-    pod, tunnel = statistics.median(pod_runs), statistics.median(tunnel_runs)
-    FIGURES[f"in-cluster TCP pod -> pod remapped, median {IPERF_ROUNDS} x {IPERF_SECONDS} s (Mbit/s)"] = round(pod)
-    FIGURES[f"in-cluster TCP gateway pod -> gateway pod tunnel, median {IPERF_ROUNDS} x {IPERF_SECONDS} s (Mbit/s)"] = \
-        round(tunnel)
-    FIGURES["in-cluster pod path / tunnel"] = round(pod / tunnel, 3)
+def test_tcp_crosses_the_pod_path_and_the_tunnel(connected, installed):
+    """TCP from a's workload pod to b's at its remapped address, both on nodes without the active gateway pod,
+    and through the tunnel alone between the two active gateway pods (transit addresses): data crosses both.
+    (bench_in_cluster measures both paths' throughput.)"""
+    for path, args in iperf_paths(installed).items():
+        got = iperf_run(*args, seconds=1)
+        assert got["bytes"] > 0, (path, got)
 
 
 def test_verify_reaches_remote_pods_through_clusterip_and_nodeport_services(connected, installed):
@@ -763,19 +231,9 @@ def test_verify_reaches_remote_pods_through_clusterip_and_nodeport_services(conn
     ClusterIP and a NodePort Service of its own cluster whose only endpoint is a remote pod at its remapped address
     (as Liqo's reflection makes them): kube-proxy's DNAT (and masquerade, for the NodePort) in front of the fabric.
     The Services and Endpoints are gone after the run."""
-    from tests.e2e.fabric import playbook  # pylint: disable=import-outside-toplevel
-    a, b = installed["a"], installed["b"]
-    for c in (a, b):
-        wait_for(lambda c=c: len(workload_pods(c)) == len(c.nodes), timeout=120, what=f"{c.name}: a workload pod per node")
-    t0 = time.monotonic()
-    proc = playbook("verify", installed.inventory_path, check=False, kubeconfig=a.kubeconfig,
-                    remote_kubeconfig=b.kubeconfig, nodes_group="cluster_a_nodes", remote_nodes_group="cluster_b_nodes",
-                    services=True)
-    FIGURES["verify with the Service probes, both ways (s)"] = round(time.monotonic() - t0, 1)
-    lines = [x.strip().strip('",') for x in proc.stdout.splitlines()]
-    rows = [x for x in lines if re.match(r"^(PASS|FAIL)  ", x)]
+    proc = verify_services(installed)
+    rows, _summary = verify_rows(proc)
     service_rows = [x for x in rows if "Service liqo/liqo-fabric-verify" in x]
-    print("\n".join(rows + [x for x in lines if re.match(r"^\d+ probes, ", x)]), flush=True)
     # both directions, each through the ClusterIP and the NodePort
     assert len(service_rows) == 4, proc.stdout[-4000:]
     for cluster, peer in (("local", "remote"), ("remote", "local")):
@@ -783,8 +241,7 @@ def test_verify_reaches_remote_pods_through_clusterip_and_nodeport_services(conn
         assert sorted("ClusterIP" in x for x in mine) == [False, True], service_rows
     failed = [x for x in service_rows if not x.startswith("PASS")]
     assert not failed, "\n".join(failed)
-    FIGURES["verify: probes that failed (pings and Services)"] = len([x for x in rows if x.startswith("FAIL")])
-    for c in (a, b):
+    for c in (installed["a"], installed["b"]):
         assert kubectl(c, "get", "service,endpoints", "-n", "liqo", "-l", "liqo.io/fabric-verify=true", "-o", "name",
                        check=False).stdout.strip() == "", c.name
 
@@ -809,202 +266,24 @@ def test_node_agents_hold_the_overlay_of_their_own_node(connected, installed):
         assert len([l for l in links.splitlines() if l.startswith("lovn")]) == len(c.nodes), links
 
 
-PROC_PIDS = ("import os,sys\nfor p in os.listdir('/proc'):\n    try:\n"
-             "        c=open('/proc/'+p+'/comm').read().strip()\n    except OSError:\n        continue\n"
-             "    if p.isdigit() and c==sys.argv[1]: print(p)")
-
-
 def test_drift_is_repaired_by_the_node_agents_and_the_gateway_pods(connected, installed):
     """Held-out style faults, all at once, no run by hand: the routes of table 18952 deleted on a node of a (its
     node agent), the NAT table of a's gateway pod flushed and wireguard-go killed in b's (the gateway pods'
-    drift checks); each repaired within the drift period (30 s), then pods talk again."""
-    a, b = installed["a"], installed["b"]
-    client, server = active_gateway(a, "client"), active_gateway(b, "server")
-    node = next(n for n in a.nodes if n.name != client.spec.node_name)
-    nat = next(t.split()[-1] for t in kubectl(a, "exec", client.metadata.name, "--", "nft", "list", "tables").stdout.splitlines()
-               if "lfgw_" in t)
-
-    def node_routes():
-        return netns.run(["ip", "netns", "exec", node.netns, "ip", "route", "show", "table", "18952"]).stdout
-
-    def nat_rules():
-        out = kubectl(a, "exec", client.metadata.name, "--", "nft", "list", "table", "ip", nat, check=False).stdout
-        return out.count(" dnat ") + out.count(" snat ")
-
-    def wg_pids():
-        return kubectl(b, "exec", server.metadata.name, "--", "python3", "-c", PROC_PIDS, "wireguard-go",
-                       check=False).stdout.split()
-
-    assert "via 10.80.0.1" in node_routes() and nat_rules() > 0 and wg_pids()
-    before_pid = wg_pids()
-    t0 = time.monotonic()
-    netns.run(["ip", "netns", "exec", node.netns, "ip", "route", "flush", "table", "18952"])
-    kubectl(a, "exec", client.metadata.name, "--", "nft", "flush", "table", "ip", nat)
-    kubectl(b, "exec", server.metadata.name, "--", "sh", "-c", "kill " + " ".join(before_pid))
-    assert "via 10.80.0.1" not in node_routes() and nat_rules() == 0
-    repaired = {}
-    checks = {"table 18952 of a node (node agent)": lambda: "via 10.80.0.1" in node_routes(),
-              "NAT table of a gateway pod": lambda: nat_rules() > 0,
-              "wireguard-go of a gateway pod": lambda: bool(wg_pids()) and wg_pids() != before_pid}
-
-    def all_repaired():
-        for what, ok in checks.items():
-            if what not in repaired and ok():
-                repaired[what] = round(time.monotonic() - t0, 1)
-        return len(repaired) == len(checks)
-    wait_for(all_repaired, timeout=150, interval=1, what=f"the drift repaired (so far: {repaired})")
-    for what, secs in repaired.items():
-        FIGURES[f"drift repaired: {what} (s)"] = secs
-    for c in (a, b):
-        wait_for(lambda c=c: [x for x in get_json(c, "connections")["items"]
-                              if (x.get("status") or {}).get("value") == "Connected"], timeout=90,
-                 what=f"{c.name}: Connection Connected again")
-    src = workload_pods(a)[0]
-    view = get_json(a, "configurations", "dry-paper")["status"]["remote"]["cidr"]["pod"][0]
-    targets = [remapped(p.status.pod_ip, view) for p in workload_pods(b)]
-    wait_for(lambda: all(r.get("icmp") == "ok" for r in probe_from(a, src.metadata.name, targets).values()),
-             timeout=90, interval=2, what="pods reach each other again after the repairs")
-    FIGURES["faults injected -> pods reach each other again (s)"] = round(time.monotonic() - t0, 1)
+    drift checks); each repaired, then pods talk again."""
+    drift_injected_and_repaired(installed)
 
 
 def test_a_node_agent_pod_deleted_comes_back_and_traffic_goes_on(connected, installed):
     """The overlay is the kernel's, not the agent's: deleting a node agent's pod interrupts nothing, and the
     DaemonSet's new pod takes the node over (its first run finds the overlay as it is)."""
-    a, b = installed["a"], installed["b"]
-    gw_node = active_gateway(a, "client").spec.node_name
-    src = next(p for p in workload_pods(a) if p.spec.node_name != gw_node)   # a node whose pods use the overlay
-    agent = next(p for p in ready_pods(a, "liqo-fabric-node-agent") if p.spec.node_name == src.spec.node_name)
-    view = get_json(a, "configurations", "dry-paper")["status"]["remote"]["cidr"]["pod"][0]
-    target = remapped(workload_pods(b)[0].status.pod_ip, view)
-    before = netns.run(["ip", "netns", "exec", a.node(src.spec.node_name).netns, "ip", "route", "show", "table", "18952"]).stdout
-    # 15 s of pings at 5/s from a pod on that node while its agent is deleted and replaced
-    ping = subprocess.Popen([kubectl_binary(), "--kubeconfig", a.kubeconfig, "exec", src.metadata.name, "--",
-                             "ping", "-c", "75", "-i", "0.2", "-W", "2", target], stdout=subprocess.PIPE, text=True)
-    t0 = time.monotonic()
-    kubectl(a, "delete", "pod", "-n", "liqo", agent.metadata.name, "--wait=true", timeout=60)
-    new = wait_for(lambda: [p for p in ready_pods(a, "liqo-fabric-node-agent") if p.spec.node_name == src.spec.node_name
-                            and p.metadata.name != agent.metadata.name], timeout=90, what="the node agent back")[0]
-    FIGURES["node agent pod deleted -> its replacement ready (s)"] = round(time.monotonic() - t0, 1)
-    out = ping.communicate(timeout=60)[0]
-    sent, got = (int(x) for x in re.search(r"(\d+) packets transmitted, (\d+) packets received", out).groups())
-    FIGURES["pings lost while the node agent was replaced"] = f"{sent - got} of {sent}"
-    assert sent == 75 and got >= sent - 1, out[-300:]   # (one lost to a loaded machine is not the agent)
-    wait_for(lambda: [r for r in controller_logs_of(a, new.metadata.name) if r.get("msg") == "playbook run"],
-             timeout=60, what="the new agent's first run")
-    after = netns.run(["ip", "netns", "exec", a.node(src.spec.node_name).netns, "ip", "route", "show", "table", "18952"]).stdout
-    assert after == before, (before, after)
-
-
-def late_pod(node: str) -> str:
-    """A workload-like pod on `node` (not of the workload Deployment: its anti-affinity keeps it at 3)."""
-    return yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "late", "namespace": "default", "labels": {"app": "late"}},
-        "spec": {"nodeName": node, "terminationGracePeriodSeconds": 1,
-                 "containers": [{"name": "web", "image": tiny_image(), "imagePullPolicy": "IfNotPresent",
-                                 "command": ["sh", "-c", WORKLOAD_CMD]}]}})
+    node_agent_replaced_under_ping(installed)
 
 
 def test_a_node_added_joins_the_fabric_and_a_removed_one_leaves_nothing(connected, installed):
     """A node added at run time gets its node agent (the DaemonSet) and the active gateway pod a link to it (the
     gateway pods watch the Nodes): a pod on it is reached from the other cluster at its remapped address. The node
     removed, the gateway pod's link and route to it go."""
-    a, b = installed["a"], installed["b"]
-    view_b = get_json(b, "configurations", "crimson-field")["status"]["remote"]["cidr"]["pod"][0]
-    src = workload_pods(b)[0].metadata.name
-    t0 = time.monotonic()
-    plan = a.add_node()
-    try:
-        wait_for(lambda: [p for p in ready_pods(a, "liqo-fabric-node-agent") if p.spec.node_name == plan.name],
-                 timeout=120, what=f"a node agent on the new node {plan.name}")
-        FIGURES["node added -> its node agent ready (s)"] = round(time.monotonic() - t0, 1)
-        kubectl(a, "apply", "-f", "-", input=late_pod(plan.name))
-        pod = wait_for(lambda: [p for p in a.kube.core.list_namespaced_pod("default", label_selector="app=late").items
-                                if p.status.phase == "Running" and p.status.pod_ip], timeout=120,
-                       what="a pod running on the new node")[0]
-        assert ipaddress.ip_address(pod.status.pod_ip) in ipaddress.ip_network(plan.pod_cidr)
-        target = remapped(pod.status.pod_ip, view_b)
-        wait_or_dump((a, b), lambda: probe_from(b, src, [target]).get(target, {}).get("icmp") == "ok",
-                     timeout=120, interval=2, what=f"{src} of b -> the new node's pod at {target}", ping=target)
-        FIGURES["node added -> a pod on it reached from the other cluster (s)"] = round(time.monotonic() - t0, 1)
-        gw = active_gateway(a, "client").metadata.name
-        links = kubectl(a, "exec", gw, "--", "ip", "-br", "link").stdout
-        routes = kubectl(a, "exec", gw, "--", "ip", "route", "show", "table", "18952").stdout
-        assert plan.pod_cidr in routes, routes
-        assert len([ln for ln in links.splitlines() if ln.startswith("lovn")]) == len(a.nodes), links
-    finally:
-        kubectl(a, "delete", "pod", "late", "--grace-period=0", "--wait=false", check=False)
-        a.remove_node(plan.name)
-    t1 = time.monotonic()
-    wait_for(lambda: plan.pod_cidr not in kubectl(a, "exec", gw, "--", "ip", "route", "show", "table", "18952").stdout,
-             timeout=90, what=f"the gateway pod's route to the removed node's {plan.pod_cidr} gone")
-    FIGURES["node removed -> the gateway pod's route to it gone (s)"] = round(time.monotonic() - t1, 1)
-    links = kubectl(a, "exec", gw, "--", "ip", "-br", "link").stdout
-    assert len([ln for ln in links.splitlines() if ln.startswith("lovn")]) == len(a.nodes), links
-
-
-def controller_logs_of(cluster, pod: str, namespace: str = "liqo") -> list[dict]:
-    out = []
-    for line in kubectl(cluster, "logs", "-n", namespace, pod, check=False).stdout.splitlines():
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            pass
-    return out
-
-
-def gateway_pods(cluster, name: str) -> list:
-    return [p for p in cluster.kube.core.list_namespaced_pod(
-        "default", label_selector=f"networking.liqo.io/gateway-name={name}").items
-        if p.status.phase == "Running" and p.metadata.deletion_timestamp is None]
-
-
-def timeline(pods: list, since: float) -> str:
-    """What `pods` ((cluster, namespace, name)) logged since `since` (epoch s), as '+seconds pod msg fields' lines:
-    where a failover's time went."""
-    rows = []
-    for cluster, namespace, pod in pods:
-        for r in controller_logs_of(cluster, pod, namespace):
-            try:
-                t = datetime.datetime.fromisoformat(r["ts"]).timestamp() - since
-            except (KeyError, ValueError):
-                continue
-            if t >= -1 and r.get("logger") != "ansible" and (r.get("level") != "info" or r.get("msg") in (
-                    "playbook run", "playbook done", "leadership acquired", "gateway pod active",
-                    "WireGuard session restarted", "tunnel and overlay links dropped", "overlay re-pointed in process",
-                    "standby tunnel activated", "taking the Lease of a holder that is going")):
-                extra = {k: r[k] for k in ("key", "result", "seconds", "spawn", "slowest", "reasons", "message", "gateway_pod")
-                         if r.get(k)}
-                rows.append((t, f"{cluster.name}/{pod[-5:]}", r["msg"], json.dumps(extra)[:300]))
-    return "\n".join(f"+{t:6.2f} {p} {m} {x}" for t, p, m, x in sorted(rows))
-
-
-class Pinger:
-    """iputils ping every 50 ms from a node's netns (its traffic to a remote pod takes the node's overlay, as its
-    pods' does), replies timestamped (-D) as they come."""
-
-    def __init__(self, node_netns: str, target: str):
-        self.replies: list = []
-        # a count, not a deadline: with -w, ping exits at the first error notification (a "Destination Host
-        # Unreachable" while the node's overlay moves to the new pod), which looked like a flow that never recovered
-        self.proc = subprocess.Popen(["ip", "netns", "exec", node_netns, "ping", "-D", "-n", "-i", "0.05", "-c", "3600",
-                                      target], stdout=subprocess.PIPE, text=True)
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self):
-        for line in self.proc.stdout:
-            m = re.match(r"^\[(\d+\.\d+)\] \d+ bytes from", line)
-            if m:
-                self.replies.append(float(m.group(1)))
-
-    def replied_since(self, t: float) -> bool:
-        return any(r > t for r in self.replies)
-
-    def stop(self) -> float:
-        """The longest time without a reply (s)."""
-        self.proc.terminate()
-        self.proc.wait(10)
-        gaps = [b - a for a, b in zip(self.replies, self.replies[1:])]
-        return round(max(gaps), 2) if gaps else float("inf")
+    node_added_and_removed(installed)
 
 
 @pytest.mark.parametrize("cluster,name", [("a", "client"), ("b", "server")])
@@ -1013,81 +292,8 @@ def test_gateway_failover_to_the_standby(connected, installed, cluster, name):
     (its tunnel and its end of the overlay built, unreachable: a client's peer has no endpoint, a server's Service
     selects the active pod only); the active pod deleted under a 50 ms ping from a node of a to a pod of b: the
     standby takes the label, its peer gets the endpoint, the Service and the node agents' overlay follow, and
-    traffic resumes. The outage (the longest gap between replies) is printed; make bench holds the 3 s target."""
-    a, b, c = installed["a"], installed["b"], installed[cluster]
-
-    def warm_standby(cl, gw):   # the warm standby: wireguard-go and the tunnel's peer are there
-        wait_for(lambda: len(gateway_pods(cl, gw)) == 2, timeout=120, what=f"{cl.name}: two pods of gateway {gw}")
-        pod = next(p for p in gateway_pods(cl, gw) if p.metadata.name != active_gateway(cl, gw).metadata.name)
-
-        def tunnel():
-            out = kubectl(cl, "exec", pod.metadata.name, "--", "wg", "show", check=False).stdout
-            return out if "peer:" in out else None
-
-        return pod, wait_for(tunnel, timeout=90, what=f"{cl.name}: the warm standby's tunnel")
-
-    # both sides settled (the other side's standby too, as the previous failover left it): the failover is
-    # measured on its own
-    warm_standby(b if c is a else a, "server" if name == "client" else "client")
-    standby, shown = warm_standby(c, name)
-    old = active_gateway(c, name)
-    # ... but it never reached the peer
-    assert "latest handshake" not in shown and "transfer" not in shown, shown
-    if name == "client":
-        assert "endpoint:" not in shown, shown
-    # (a process may end between the shell's glob and its read: the exit code is not the point)
-    assert "wireguard-go" in kubectl(c, "exec", standby.metadata.name, "--", "sh", "-c",
-                                     "cat /proc/[0-9]*/comm 2>/dev/null", check=False).stdout.split()
-    view = get_json(a, "configurations", "dry-paper")["status"]["remote"]["cidr"]["pod"][0]
-    target = remapped(workload_pods(b)[0].status.pod_ip, view)
-    pinger = Pinger(a.nodes[-1].netns, target)
-    try:
-        wait_for(lambda: len(pinger.replies) >= 20, timeout=60, what=f"pings from {a.nodes[-1].name} to {target}")
-        killed = time.time()
-        kubectl(c, "delete", "pod", old.metadata.name, "--wait=false")
-        new = active_gateway(c, name, timeout=90)   # the deleted pod is not counted (deletionTimestamp)
-        FIGURES[f"{name} pod deleted -> standby labelled active (s)"] = round(time.time() - killed, 1)
-        assert new.metadata.name == standby.metadata.name, (new.metadata.name, standby.metadata.name)
-        # the tunnel moved: the old pod dropped its own when it stopped; wireguard-go in the new active pod
-        wait_for(lambda: "latest handshake" in kubectl(c, "exec", new.metadata.name, "--", "wg", "show", check=False).stdout,
-                 timeout=90, what=f"{c.name}: a WireGuard handshake in the new active pod of {name}")
-        FIGURES[f"{name} pod deleted -> handshake in the new active pod (s)"] = round(time.time() - killed, 1)
-        tunnel_up = time.time()
-        try:
-            wait_for(lambda: pinger.replied_since(tunnel_up), timeout=30, interval=0.2,
-                     what=f"pings answered again after the {name} failover")
-        except AssertionError:
-            fresh = Pinger(a.nodes[-1].netns, target)   # a new ICMP id: a new flow in every conntrack
-            time.sleep(5)
-            print(f"a fresh ping after the failover got {len(fresh.replies)} replies in 5 s", fresh.stop())
-            print(overlay_state(a), path_state(a, target), flush=True)
-            for n in a.nodes:
-                print(n.name, netns.run(["ip", "netns", "exec", n.netns, "conntrack", "-L"], check=False).stdout[-3000:])
-            raise
-        time.sleep(2)
-    finally:
-        outage = pinger.stop()
-    FIGURES[f"{name} failover: longest time without a reply (s)"] = outage
-    agents = [(c, "liqo", p.metadata.name) for p in ready_pods(c, "liqo-fabric-node-agent")]
-    other = b if c is a else a
-    peer = active_gateway(other, "server" if name == "client" else "client").metadata.name
-    shown = timeline([(c, "default", new.metadata.name), (other, "default", peer)] + agents, killed)
-    print(f"\n{name} failover timeline (s after the delete):\n" + shown, flush=True)
-    # every node agent moved its link in process, ahead of its playbook run (controller/node_repoint.py)
-    repointed = {re.match(r"^\+\s*[-\d.]+ (\S+) ", line).group(1) for line in shown.splitlines()
-                 if "overlay re-pointed in process" in line and new.metadata.name in line}
-    assert repointed == {f"{c.name}/{pod[-5:]}" for _c, _ns, pod in agents}, shown
-    assert outage < 90, outage
-    # the Deployment's new pod is the standby
-    wait_for(lambda: len(gateway_pods(c, name)) == 2, timeout=120, what=f"{c.name}: the replacement standby")
-    assert active_gateway(c, name).metadata.name == new.metadata.name
-    if name == "server":   # the Service sends the WireGuard port to the active pod only
-        eps = get_json(c, "endpoints", "gw-server")
-        assert [x["ip"] for s in eps["subsets"] for x in s.get("addresses", [])] == [new.status.pod_ip], eps
-    for x in (a, b):
-        wait_for(lambda x=x: [y for y in get_json(x, "connections")["items"]
-                              if (y.get("status") or {}).get("value") == "Connected"], timeout=90,
-                 what=f"{x.name}: Connection Connected after the failover")
+    traffic resumes. (bench_in_cluster measures the outage against its 3 s target.)"""
+    failover_to_the_standby(installed, cluster, name)
 
 
 def test_least_privilege_rbac_per_mode(installed):
@@ -1120,54 +326,21 @@ def test_least_privilege_rbac_per_mode(installed):
     assert not forbidden, forbidden[:3]
 
 
-def test_memory_of_the_pods(connected, installed):
-    """Printed, not asserted (make bench holds the targets): RSS of every process in each pod's container (pages
-    shared between processes counted once per process), and the container's working set as the kubelet counts it
-    (its cgroup's usage less inactive file pages, cgroup v2 or v1: each page once). A node agent is measured with
-    its warm runner's zygote up (its last run less than 60 s ago) and idle (the zygote exited), and so is the active
-    gateway pod."""
+def test_the_warm_runners_zygotes_exit_when_idle(connected, installed):
+    """A gateway pod's and a node agent's warm runner keeps its zygote 60 s after their last run only
+    (--warm-idle-exit): after the earlier tests' runs, both zygotes exit. Every fabric pod's memory is readable
+    from inside it (bench_in_cluster prints the figures)."""
     c = installed["a"]
-    code = ("import glob\nt=0\nfor f in glob.glob('/proc/[0-9]*/status'):\n"
-            "    try:\n        t+=int([l for l in open(f) if l.startswith('VmRSS')][0].split()[1])\n"
-            "    except Exception:\n        pass\nw=-1\ntry:\n"
-            "    cur=int(open('/sys/fs/cgroup/memory.current').read())\n"
-            "    st=dict(l.split() for l in open('/sys/fs/cgroup/memory.stat'))\n"
-            "    w=(cur-int(st.get('inactive_file',0)))//1024\nexcept Exception:\n    pass\n"
-            # cgroup v1 (the lab's containerd): the same measure as cAdvisor's, usage less total_inactive_file
-            "if w<0:\n    try:\n"
-            "        cur=int(open('/sys/fs/cgroup/memory/memory.usage_in_bytes').read())\n"
-            "        st=dict(l.split() for l in open('/sys/fs/cgroup/memory/memory.stat'))\n"
-            "        w=(cur-int(st.get('total_inactive_file',0)))//1024\n    except Exception:\n        pass\n"
-            # the warm runner's zygote (and runs forked from it: same command line)
-            "import os\nz=0\nfor f in glob.glob('/proc/[0-9]*/cmdline'):\n    try:\n"   # not this process: its code names it
-            "        z+=f!='/proc/%d/cmdline'%os.getpid() and b'controller/warm.py' in open(f,'rb').read()\n"
-            "    except Exception:\n        pass\nprint(t, w, z)")
-
-    def measure(label, pod, ns):
-        """Records the pod's figures under `label`, "<label> (zygote up)" while its zygote runs; the zygotes."""
-        kib, working_kib, zygotes = (int(x) for x in kubectl(c, "exec", "-n", ns, pod, "--", "python3", "-c", code).stdout.split())
-        label = f"{label} (zygote up)" if zygotes and not label.startswith("controller") else label
-        FIGURES[f"RSS of the {label} pod (MiB)"] = round(kib / 1024, 1)
-        if working_kib >= 0:
-            FIGURES[f"working set of the {label} pod (MiB)"] = round(working_kib / 1024, 1)
-        return zygotes
-
-    lease = get_json(c, "lease", "-n", "liqo", "liqo-fabric-controller")["spec"]["holderIdentity"]
-    measure("controller (acting)", next(p.metadata.name for p in ready_pods(c, "liqo-fabric-controller")
-                                        if lease.startswith(p.metadata.name)), "liqo")
+    assert pod_memory(c, acting_controller(c), "liqo")[0] > 0
     gateway = active_gateway(c, "client").metadata.name
-    # between runs (a run forks the zygote, Ansible's worker and the module: ~2.5x the pod's memory for a moment)
     wait_for(lambda: idle(c, gateway), timeout=90, interval=1, what="a's client pod idle")
     agents = [p.metadata.name for p in ready_pods(c, "liqo-fabric-node-agent")]
-    measure("gateway", gateway, "default")
-    measure("node agent", agents[0], "liqo")
-    # the steady state of a gateway pod and a node agent: their zygote exits 60 s after their last run
-    # (--warm-idle-exit); the earlier tests gave every pod runs, so this waits for them to be idle
-    wait_for(lambda: measure("gateway", gateway, "default") == 0, timeout=150, interval=5,
+    wait_for(lambda: pod_memory(c, gateway, "default")[2] == 0, timeout=150, interval=5,
              what="the gateway pod's warm runner's zygote exited idle")
-    wait_for(lambda: any(measure("node agent", pod, "liqo") == 0 for pod in agents), timeout=150, interval=5,
+    wait_for(lambda: any(pod_memory(c, pod, "liqo")[2] == 0 for pod in agents), timeout=150, interval=5,
              what="a node agent whose warm runner's zygote exited idle")
-    assert all(v > 0 for k, v in FIGURES.items() if k.startswith("RSS")), FIGURES
+    for pod, namespace in [(gateway, "default")] + [(pod, "liqo") for pod in agents]:
+        assert pod_memory(c, pod, namespace)[0] > 0, pod
 
 
 def test_a_load_balancer_gateway_server(connected, installed):
@@ -1176,59 +349,7 @@ def test_a_load_balancer_gateway_server(connected, installed):
     becomes the load balancer's address and the Service port; the client, given that endpoint as a user would,
     reaches the server through it (its WireGuard endpoint is that address), both Connections are Connected again
     and a workload pod of a reaches one of b. Back to NodePort at the end, the address taken back."""
-    a, b = installed["a"], installed["b"]
-    hosts = list(ipaddress.ip_network(installed.wan.cidr).hosts())
-    lb = LabLoadBalancer(b, [str(h) for h in hosts[-4:]])   # the WAN's top addresses: no lab node has them
-    lb.start()
-    switched = time.monotonic()
-    try:
-        kubectl(b, "patch", "gatewayserver", "server", "--type", "merge", "-p",
-                json.dumps({"spec": {"endpoint": {"serviceType": "LoadBalancer"}}}))
-
-        def lb_endpoint():
-            ep = (get_json(b, "gatewayserver", "server").get("status") or {}).get("endpoint") or {}
-            return ep if ep.get("addresses") == [lb.assigned.get("default/gw-server")] else None
-
-        try:
-            endpoint = wait_for(lb_endpoint, timeout=180, what="the GatewayServer's endpoint at the load balancer")
-        except AssertionError:
-            svc = get_json(b, "service", "gw-server")
-            print("lab load balancer:", lb.assigned, lb.errors, "\nService:", json.dumps(svc.get("spec")),
-                  json.dumps(svc.get("status")), "\nGatewayServer:", json.dumps(get_json(b, "gatewayserver", "server")),
-                  flush=True)
-            raise
-        svc = get_json(b, "service", "gw-server")
-        assert svc["spec"]["type"] == "LoadBalancer" and endpoint["port"] == svc["spec"]["ports"][0]["port"], (svc, endpoint)
-        FIGURES["serviceType LoadBalancer -> the server's endpoint at the load balancer (s)"] = round(
-            time.monotonic() - switched, 1)
-        out = kubectl(b, "get", "gatewayservers.networking.liqo.io", "-A").stdout
-        assert f"{endpoint['addresses'][0]}   {endpoint['port']}" in out, out
-        kubectl(a, "patch", "gatewayclient", "client", "--type", "merge", "-p", json.dumps(
-            {"spec": {"endpoint": {"addresses": endpoint["addresses"], "port": endpoint["port"]}}}))
-        wait_for(lambda: f"endpoint: {endpoint['addresses'][0]}:{endpoint['port']}" in kubectl(
-            a, "exec", active_gateway(a, "client").metadata.name, "--", "wg", "show", check=False).stdout,
-            timeout=90, what="the client's WireGuard endpoint at the load balancer")
-        # a workload pod of a reaches one of b through the tunnel, whose outer packets go to that address only
-        view = get_json(a, "configurations", "dry-paper")["status"]["remote"]["cidr"]["pod"][0]
-        src = workload_pods(a)[0].metadata.name
-        dst = remapped(workload_pods(b)[0].status.pod_ip, view)
-        wait_for(lambda: probe_from(a, src, [dst]).get(dst, {}).get("icmp") == "ok", timeout=90, interval=2,
-                 what="a pod of a reaching a pod of b through the load balancer")
-        shown = kubectl(a, "exec", active_gateway(a, "client").metadata.name, "--", "wg", "show", check=False).stdout
-        assert f"endpoint: {endpoint['addresses'][0]}:{endpoint['port']}" in shown, shown   # not roamed elsewhere
-        for c in (a, b):
-            wait_for(lambda c=c: connection_status(c)[0] == "Connected", timeout=60,
-                     what=f"{c.name}: Connection Connected through the load balancer")
-        FIGURES["serviceType LoadBalancer -> pod traffic through it (s)"] = round(time.monotonic() - switched, 1)
-        assert not lb.errors, lb.errors
-    finally:
-        kubectl(b, "patch", "gatewayserver", "server", "--type", "merge", "-p",
-                json.dumps({"spec": {"endpoint": {"serviceType": "NodePort"}}}), check=False)
-        wait_for(lambda: get_json(b, "service", "gw-server")["spec"]["type"] == "NodePort", timeout=60,
-                 what="the Service back to NodePort")
-        lb.stop()
-    wan0 = netns.run(["ip", "-n", lb.speaker.netns, "-br", "addr", "show", "wan0"]).stdout
-    assert not lb.assigned and "/32" not in wan0, wan0
+    load_balancer_switch(installed)
 
 
 def test_deleting_the_gateways_removes_their_deployments_services_and_secrets(connected, installed):

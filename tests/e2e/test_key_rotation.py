@@ -91,13 +91,10 @@ def test_rotation_under_a_50ms_ping_loses_nothing(lab):
     result = {}
 
     def run():
-        t0 = time.monotonic()
         time.sleep(1)
         result["proc"] = rotate(lab, check=False)
-        result["seconds"] = time.monotonic() - t0
         result["done_at"] = time.monotonic()
 
-    started = time.monotonic()
     worker = threading.Thread(target=run)
     worker.start()
     out, err = ping.communicate(timeout=PING_SECONDS + 60)
@@ -109,9 +106,6 @@ def test_rotation_under_a_50ms_ping_loses_nothing(lab):
     summary = re.search(r"(\d+) packets transmitted, (\d+) received", out)
     assert summary, out[-2000:] + err
     sent, received = int(summary.group(1)), int(summary.group(2))
-    rtts = [float(x) for x in re.findall(r"time=([\d.]+) ms", out)]
-    print(f"\nrotation: {result['seconds'] - 1:.1f} s under a 50 ms ping of {ping_end - started:.1f} s: "
-          f"{sent} transmitted, {received} received, {sent - received} lost, longest RTT {max(rtts):.1f} ms")
     assert sent == count and received == sent, out[-3000:]
     steps = [line for line in proc.stdout.splitlines() if line.startswith("INFO")]
     assert "INFO   (local) Gateway key switched, old private key destroyed" in steps

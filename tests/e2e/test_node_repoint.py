@@ -4,8 +4,7 @@ The real engine in node mode (`python -m controller --mode node`, the in-cluster
 node's netns, reaching the lab's apiserver as a real node does (api_forward); the gateway's pods are API objects
 with a running status (no kubelet here: test_in_cluster.py runs the same with real pods). The node's link must
 follow the active pod within the in-process apply, ahead of the playbook run the same event starts, and the
-run after it must find nothing to change. Prints the figures: label moved -> link re-pointed, and -> the
-playbook run done.
+run after it must find nothing to change. (tests/benchmarks/bench_node_repoint.py times both on a lab of its own.)
 """
 from __future__ import annotations
 
@@ -127,9 +126,9 @@ def node_agent(cluster, node, tmp_path, log_path: str):
             agent.wait(30)
 
 
-def test_node_agent_repoints_in_process(lab1, tmp_path):
-    cluster = lab1["a"]
-    node = cluster.nodes[0]
+def gateway_pods_on(cluster, node) -> dict:
+    """The gateway `repoint` (its peer's Configuration remapped) and its two pods on `node`, Running: gw-old, the
+    oldest, so the active one, and gw-new. Their pod IPs by name."""
     apply_yaml(cluster, OBJECTS)
     put_status(cluster, "Configuration", "repoint-peer", {"remote": {"cidr": {"pod": [REMOTE_CIDR]}}})
     ips = {}
@@ -138,27 +137,56 @@ def test_node_agent_repoints_in_process(lab1, tmp_path):
         ips[name] = f"10.99.0.{10 + i}"
         put_status(cluster, "Pod", name, {"phase": "Running", "podIP": ips[name], "podIPs": [{"ip": ips[name]}]})
         time.sleep(1.1)   # creationTimestamp has 1 s resolution: gw-old is the oldest, so the active one
+    return ips
+
+
+def agent_settled(node, ips: dict, log_path: str) -> None:
+    """The node agent's link on the active gw-old, its first playbook run done, its queue idle."""
+    wait_for(lambda: fdb_remote(node.netns) == ips["gw-old"], timeout=90, interval=0.2,
+             what="the node's overlay link to the oldest gateway pod")
+    wait_for(lambda: any(r.get("msg") == "playbook done" for r in log_records(log_path)), timeout=60,
+             what="the node agent's first playbook run")
+    time.sleep(1)   # the queue is idle
+
+
+def move_the_active_label(cluster, node, ips: dict, log_path: str) -> dict:
+    """gw-new labelled active: until the node's link is on it and the label's event's playbook run is done.
+    Returns when each came after the label (s) and the agent's log records of both."""
+    moved = time.time()
+    kubectl(cluster, "label", "pod", "gw-new", f"{ACTIVE}=true")
+    wait_for(lambda: fdb_remote(node.netns) == ips["gw-new"], timeout=60, interval=0.02,
+             what="the link re-pointed to the pod labelled active")
+    repointed = time.time() - moved
+    done = wait_for(lambda: [r for r in log_records(log_path) if r.get("msg") == "playbook done"
+                             and r.get("ts", "") >= time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(moved))],
+                    timeout=60, what="the playbook run of the label's event")
+    inproc = [r for r in log_records(log_path) if r.get("msg") == "overlay re-pointed in process"]
+    return {"repointed": repointed, "ran": datetime.datetime.fromisoformat(done[-1]["ts"]).timestamp() - moved,
+            "inproc": inproc, "done": done[-1]}
+
+
+def remove_gateway_pods(cluster, node) -> None:
+    """The pods and objects of gateway_pods_on() deleted, the node's overlay taken away."""
+    kubectl(cluster, "delete", "pod", "gw-old", "gw-new", "--grace-period=0", "--force", check=False)
+    kubectl(cluster, "delete", "-f", "-", input=OBJECTS)
+    netns.exec_in(node.netns, [sys.executable, "-c",
+                               "import sys; sys.path.insert(0, sys.argv[1]);"
+                               "from ansible_collections.liqo.fabric.plugins.module_utils import overlay_dataplane as o;"
+                               "o.sync_overlay_dataplane(None, state='absent')",
+                               os.path.join(ROOT, "build", "collections")])
+
+
+def test_node_agent_repoints_in_process(lab1, tmp_path):
+    cluster = lab1["a"]
+    node = cluster.nodes[0]
+    ips = gateway_pods_on(cluster, node)
     log_path = str(tmp_path / "agent.log")
     with node_agent(cluster, node, tmp_path, log_path):
-        wait_for(lambda: fdb_remote(node.netns) == ips["gw-old"], timeout=90, interval=0.2,
-                 what="the node's overlay link to the oldest gateway pod")
-        wait_for(lambda: any(r.get("msg") == "playbook done" for r in log_records(log_path)), timeout=60,
-                 what="the node agent's first playbook run")
-        time.sleep(1)   # the queue is idle
-        moved = time.time()
-        kubectl(cluster, "label", "pod", "gw-new", f"{ACTIVE}=true")
-        wait_for(lambda: fdb_remote(node.netns) == ips["gw-new"], timeout=60, interval=0.02,
-                 what="the link re-pointed to the pod labelled active")
-        repointed = time.time() - moved
-        done = wait_for(lambda: [r for r in log_records(log_path) if r.get("msg") == "playbook done"
-                                 and r.get("ts", "") >= time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(moved))],
-                        timeout=60, what="the playbook run of the label's event")
-        inproc = [r for r in log_records(log_path) if r.get("msg") == "overlay re-pointed in process"]
+        agent_settled(node, ips, log_path)
+        moved = move_the_active_label(cluster, node, ips, log_path)
+        inproc = moved["inproc"]
         assert inproc and inproc[-1]["gateway_pod"] == "gw-new" and inproc[-1]["pod_ip"] == ips["gw-new"], inproc
-        assert done[-1]["result"] == "ok" and done[-1]["changed"] == 0, done[-1]
-        ran = datetime.datetime.fromisoformat(done[-1]["ts"]).timestamp() - moved
-        print(f"\nlabel moved -> link re-pointed {repointed:.2f} s (the in-process apply {inproc[-1]['seconds']} s); "
-              f"-> the playbook run of the same event done {ran:.2f} s", flush=True)
+        assert moved["done"]["result"] == "ok" and moved["done"]["changed"] == 0, moved["done"]
 
         # the active pod being deleted (no kubelet confirms it: it stays with its deletionTimestamp)
         kubectl(cluster, "delete", "pod", "gw-new", "--wait=false")
@@ -167,11 +195,5 @@ def test_node_agent_repoints_in_process(lab1, tmp_path):
                  what="the link back on the remaining pod")
     errors = [r for r in log_records(log_path) if r.get("level") in ("warning", "error")]
     assert not errors, errors
-    kubectl(cluster, "delete", "pod", "gw-old", "gw-new", "--grace-period=0", "--force", check=False)
-    kubectl(cluster, "delete", "-f", "-", input=OBJECTS)
-    netns.exec_in(node.netns, [sys.executable, "-c",
-                               "import sys; sys.path.insert(0, sys.argv[1]);"
-                               "from ansible_collections.liqo.fabric.plugins.module_utils import overlay_dataplane as o;"
-                               "o.sync_overlay_dataplane(None, state='absent')",
-                               os.path.join(ROOT, "build", "collections")])
+    remove_gateway_pods(cluster, node)
     assert link_remote(node.netns) is None

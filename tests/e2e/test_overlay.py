@@ -79,10 +79,8 @@ def test_large_packets_and_a_large_tcp_transfer_pass(lab):
     server = netns.popen_in(dst.netns, [sys.executable, "-c", SINK, "7100"], stdout=subprocess.PIPE, text=True)
     try:
         assert server.stdout.readline().strip() == "ready"
-        t0 = time.monotonic()
         netns.exec_in(src.netns, [sys.executable, "-c", SOURCE, target, "7100", str(size)], timeout=60)
         got = int(server.stdout.readline().strip())
-        print(f"20 MiB pod-to-pod across clusters: {size / (time.monotonic() - t0) / 1e6 * 8:.0f} Mbit/s")
     finally:
         server.kill()
         server.wait()
@@ -200,7 +198,7 @@ def test_gateway_event_skips_nodes_whose_overlay_is_unchanged(lab):
 
 
 class Pinger(threading.Thread):
-    """Pings every 50 ms; records reply times, to measure an outage."""
+    """Pings every 50 ms; records reply times, to see traffic resume (bench_overlay measures the outage)."""
 
     def __init__(self, ns, address):
         super().__init__(daemon=True)
@@ -212,10 +210,6 @@ class Pinger(threading.Thread):
                 self.replies.append(time.monotonic())
             time.sleep(0.05)
 
-    def longest_gap(self, start, end):
-        times = [start] + [t for t in self.replies if start <= t <= end] + [end]
-        return max(b - c for c, b in zip(times, times[1:]))
-
 
 def test_gateway_failover_resumes_traffic(lab):
     a, b = lab["a"], lab["b"]
@@ -224,7 +218,6 @@ def test_gateway_failover_resumes_traffic(lab):
     pinger = Pinger(a.nodes[2].pods[0].netns, translate(b.nodes[1].pods[0].ip, b.pod_cidr, remapped(a)))
     pinger.start()
     time.sleep(1)
-    t0 = time.monotonic()
     # one run moves the tunnel and re-points every node (the overlay follows gateway_active_host); run as the
     # controller runs gateway events: a recorded node is skipped only if its plan did not change, and here
     # every node's plan changes
@@ -232,11 +225,8 @@ def test_gateway_failover_resumes_traffic(lab):
              gateway_active_host=standby, gateway_probe_wait=10, node_overlay_skip_unchanged=True)
     fabric.wait_for(lambda: pinger.replies and pinger.replies[-1] > time.monotonic() - 0.5, timeout=30,
                     what="traffic through the new active gateway")
-    t1 = time.monotonic()
     pinger.stop.set()
     pinger.join()
-    outage = pinger.longest_gap(t0, t1)
-    print(f"failover outage (longest gap between replies): {outage:.2f} s, switch took {t1 - t0:.1f} s")
     # the old active gateway holds no tunnel any more, the new one does
     old_links = netns.exec_in(a.gateway_nodes[0].netns, ["ip", "-br", "link"]).stdout
     new_links = netns.exec_in(a.gateway_nodes[1].netns, ["ip", "-br", "link"]).stdout

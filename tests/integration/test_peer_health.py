@@ -3,7 +3,7 @@
 Connected with a latency; wireguard-go of the server killed -> Error, and the client restarts its WireGuard
 session; the server's tunnel rebuilt -> Connected again within 10 s; WireGuard's byte counters in the metrics rise with traffic; stop leaves nothing behind.
 A held probe (liqo.fabric.peer_health_hold, the key rotation's) keeps the session until released.
-States are polled with a deadline; the measured times are printed."""
+States are polled with a deadline; bench_peer_health prints the times."""
 import os
 import pathlib
 import shutil
@@ -85,17 +85,14 @@ def test_probe_follows_the_peer_down_and_up(pair, tmp_dir):  # noqa: F811
     def status():
         return phd.query(dirs["client"], cif)
 
-    took, st = poll(status, lambda s: isinstance(s, dict) and s["value"] == "Connected", 10)
+    st = poll(status, lambda s: isinstance(s, dict) and s["value"] == "Connected", 10)[1]
     assert st["latency_us"] > 0
-    print(f"\nConnected {took:.2f} s after start, latency {st['latency_us']:.0f} us")
     # run in-process (a fork of the Ansible worker), the module starts the probe as a fresh interpreter that keeps
     # none of the worker's memory or descriptors; as an AnsiballZ module (speed paths off), a fork of that process
     with open(f"/proc/{st['pid']}/cmdline", "rb") as f:
         argv = f.read().split(b"\0")
     fresh = b"-c" in argv and any(b"peer_health_daemon" in a for a in argv)
     assert fresh == (speed_paths.switched_off() is None), argv[:3]
-    fds = os.listdir(f"/proc/{st['pid']}/fd")
-    print(f"probe process: {'a fresh interpreter' if fresh else 'a fork'}, {len(fds)} open descriptors")
     # the files: 0600 in a 0700 directory
     assert stat.S_IMODE(os.stat(dirs["client"]).st_mode) == 0o700
     for p in phd.paths(dirs["client"], cif):
@@ -113,16 +110,14 @@ def test_probe_follows_the_peer_down_and_up(pair, tmp_dir):  # noqa: F811
     text = phd.query(dirs["client"], cif, "metrics")
     rx1, tx1 = metric(text, "liqo_peer_receive_bytes_total"), metric(text, "liqo_peer_transmit_bytes_total")
     assert rx1 >= rx0 + 20_000 and tx1 >= tx0 + 20_000, (rx0, rx1, tx0, tx1)
-    print(f"counters rx {rx0:.0f} -> {rx1:.0f}, tx {tx0:.0f} -> {tx1:.0f}")
 
     # the remote gateway dies: its wireguard-go killed
     pid = wireguard_go_pid(pair["server_ns"], sif)
     assert pid, "no wireguard-go of the server"
     os.kill(pid, 9)
-    took, st = poll(status, lambda s: isinstance(s, dict) and s["value"] == "Error", 10)
+    st = poll(status, lambda s: isinstance(s, dict) and s["value"] == "Error", 10)[1]
     assert st["reason"] == "PeerUnreachable" and st["latency_us"] is None, st
     assert metric(phd.query(dirs["client"], cif, "metrics"), "liqo_peer_is_connected") == 0
-    print(f"Error {took:.2f} s after wireguard-go of the server was killed")
 
     # the client's probe restarted its WireGuard session when the peer went silent (the re-added peer's byte
     # counters start from 0; the exported totals do not go back)
@@ -137,16 +132,13 @@ def test_probe_follows_the_peer_down_and_up(pair, tmp_dir):  # noqa: F811
     # its next handshake attempt (WireGuard retries every 5 s while packets wait) reaches the new server, instead
     # of the stale session lasting until WireGuard's own 15 s timer
     assert build(pair, "server")["rc"] == 0
-    took, st = poll(status, lambda s: isinstance(s, dict) and s["value"] == "Connected", 10)
-    print(f"Connected {took:.2f} s after the server's tunnel was rebuilt (new wireguard-go)")
+    st = poll(status, lambda s: isinstance(s, dict) and s["value"] == "Connected", 10)[1]
 
     # the server's tunnel down and up (wireguard-go keeps the client's endpoint and starts the handshake)
     netns.exec_in(pair["server_ns"], ["ip", "link", "set", "dev", sif, "down"])
-    took, st = poll(status, lambda s: isinstance(s, dict) and s["value"] == "Error", 10)
-    print(f"Error {took:.2f} s after the server's tunnel went down")
+    st = poll(status, lambda s: isinstance(s, dict) and s["value"] == "Error", 10)[1]
     netns.exec_in(pair["server_ns"], ["ip", "link", "set", "dev", sif, "up"])
-    took, st = poll(status, lambda s: isinstance(s, dict) and s["value"] == "Connected", 10)
-    print(f"Connected {took:.2f} s after it came back up")
+    st = poll(status, lambda s: isinstance(s, dict) and s["value"] == "Connected", 10)[1]
 
     # stop: nothing left
     for side in ("server", "client"):
@@ -198,8 +190,7 @@ def test_a_held_probe_keeps_the_session_until_released(pair, tmp_dir):  # noqa: 
     released = run_module(HOLD, {"interfaces": [cif], "seconds": 0, "state_dir": state_dir}, netns=pair["client_ns"])
     assert released["changed"] and released["released"] == [cif], released
     assert not os.path.exists(hold.hold_path(state_dir, cif))
-    took, st = poll(status, lambda s: isinstance(s, dict) and s["sessions_restarted"] == 1, 5)
-    print(f"\nsession restarted {took:.2f} s after the hold was released (peer still silent)")
+    poll(status, lambda s: isinstance(s, dict) and s["sessions_restarted"] == 1, 5)
     again = run_module(HOLD, {"interfaces": [cif], "seconds": 0, "state_dir": state_dir}, netns=pair["client_ns"])
     assert again["rc"] == 0 and not again["changed"], again
 

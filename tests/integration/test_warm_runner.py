@@ -127,8 +127,6 @@ def test_warm_gives_the_same_result_as_cold(runners, books):
         xv = {"mtu": mtu, "marker": marker}
         rw = w.run(str(books / "pb.yml"), xv, 120, "same")
         rc = c.run(str(books / "pb.yml"), xv, 120, "same")
-        print(f"\nmtu={mtu}: spawn warm {rw.spawn_seconds:.3f} s / cold {rc.spawn_seconds:.3f} s; "
-              f"duration warm {rw.duration:.3f} s / cold {rc.duration:.3f} s")
         assert rw.warm is True and rc.warm is False
         assert comparable(rw) == comparable(rc)
         assert rw.changed == 2
@@ -183,10 +181,8 @@ def test_timeout_and_cancel_kill_the_child_and_all_descendants(runners, books, t
     tree = run_tree(w.zygote.pid, pidfile)
     if how == "cancel":
         cancel.set()
-    t_cancel = time.monotonic()
     t.join(60)
     assert not t.is_alive()
-    print(f"{how}: the run returned {time.monotonic() - t_cancel:.2f} s after the cancel/the tree was seen")
     # the slot's ansible_runner settings: the cancel callback is looked at every CANCEL_POLL s, not every 5 s
     settings = glob.glob(os.path.join(w.runtime_dir, "slot*", "env", "settings"))
     assert settings and all(yaml.safe_load(open(f)) == {"pexpect_timeout": runner.CANCEL_POLL} for f in settings)

@@ -90,7 +90,6 @@ def test_renewed_certificate_serves_new_connections_without_a_restart(tmp_path, 
         took = wait_answers(server.port, new_ca)
         assert not answers(server.port, old_ca)
         assert took <= ServingCert.CHECK_EVERY + 1.0, took
-        print("%s: renewed certificate served %.2f s after the rotation" % (layout, took))
 
         caplog.set_level(logging.INFO, logger="liqo-fabric.conversion")
         files.install(other_crt, new_key)  # a bad pair: the key is not the certificate's
