@@ -440,6 +440,8 @@ class _Server:
         self.listener.setblocking(False)
         self.sel.register(self.listener, selectors.EVENT_READ, ("accept", None))
         self.sel.register(self.lifeline_fd, selectors.EVENT_READ, ("lifeline", None))
+        # idle from when it can serve: a slow warm-up (seconds of imports on a loaded node) is not idleness
+        self.last_busy = time.monotonic()
         try:
             while True:
                 deadlines = [c["kill_at"] for c in self.children.values() if c.get("kill_at")]
