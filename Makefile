@@ -10,7 +10,7 @@ export ANSIBLE_HOME := $(CURDIR)/build/ansible-home
 export ANSIBLE_COLLECTIONS_PATH := $(COLL_ROOT)
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: all setup sysdeps nodedeps venv kube image collection demo test lint unit integration e2e e2e-plain molecule sanity bench lab-clean clean
+.PHONY: all setup sysdeps nodedeps venv kube image collection demo test fast lint unit integration e2e e2e-light e2e-real plain molecule sanity bench coverage lab-clean clean
 
 all: test
 
@@ -59,6 +59,10 @@ demo: setup
 test: setup
 	@bash hack/run-tests.sh all
 
+# the layers of the suite, each alone (CONTRIBUTING.md gives their times)
+fast: venv collection
+	@bash hack/run-tests.sh fast
+
 lint: venv collection
 	@bash hack/run-tests.sh lint
 
@@ -71,9 +75,15 @@ integration: setup
 e2e: setup
 	@bash hack/run-tests.sh e2e
 
-# the e2e group with the speed paths on private ansible-core internals off (LIQO_FABRIC_SPEED_PATHS=off)
-e2e-plain: setup
-	@bash hack/run-tests.sh e2e-plain
+e2e-light: setup
+	@bash hack/run-tests.sh e2e-light
+
+e2e-real: setup
+	@bash hack/run-tests.sh e2e-real
+
+# the speed-paths-off contract (tests/e2e/plain, docs/speed-paths.md); part of the e2e group
+plain: setup
+	@bash hack/run-tests.sh plain
 
 molecule: setup
 	@bash hack/run-tests.sh molecule
@@ -83,6 +93,10 @@ sanity: venv collection
 
 bench: setup
 	@$(PY) -m tests.benchmarks
+
+# line coverage of plugins/ and controller/ over the whole suite, per package (hack/coverage.sh)
+coverage: setup
+	@bash hack/coverage.sh
 
 # Removes what crashed labs left behind: only labs whose owner process is gone (ALL=1: every lab).
 lab-clean: venv

@@ -1,7 +1,15 @@
 #!/usr/bin/env bash
-# Runs one group of the suite, or all of them: lint, unit, integration, e2e, sanity, molecule
-# (e2e-plain: the e2e group with LIQO_FABRIC_SPEED_PATHS=off, not part of `all`).
-# Prints a summary line per group, the skips by reason (pytest), and exits non-zero if any group failed.
+# Runs one layer of the suite, or all of them (CONTRIBUTING.md lists the layers and their times):
+#   fast         lint, unit and sanity side by side: no root, no lab
+#   lint | unit | sanity
+#   integration  root, throwaway network namespaces, real kernel dataplane
+#   e2e          every e2e module in one pool of workers: the light labs, the real-node labs and the
+#                speed-paths-off contract (tests/e2e/plain)
+#   e2e-light | e2e-real | plain   the same three parts alone
+#   molecule     the roles' scenarios
+#   all          everything above (`make test`, CI)
+# Prints each group's wall time, the 15 slowest tests and the skips by reason, and exits non-zero if any group
+# failed. The last line is the total: "N passed, N failed, N skipped".
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -11,28 +19,30 @@ export ANSIBLE_HOME=$ROOT/build/ansible-home
 export ANSIBLE_COLLECTIONS_PATH=$ROOT/build/collections
 export PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH}
 export PYTHONDONTWRITEBYTECODE=1
-mkdir -p build/reports && rm -f build/reports/*.xml build/reports/*.count
-declare -A RESULT
+REPORTS=$ROOT/build/reports
+mkdir -p "$REPORTS" && rm -f "$REPORTS"/*.xml "$REPORTS"/*.count "$REPORTS"/*.rc "$REPORTS"/*.time "$REPORTS"/*.log
 # The integration and e2e groups in parallel workers (pytest-xdist): their tests wait on handshakes, pods,
-# controllers and timeouts about half of the time (the CPUs are 40-60 % idle in a serial run), so two workers fit
-# two CPUs. A file stays on one worker (its module-scoped fixtures are made once), handed out in collection order
-# (tests/e2e/conftest.py puts the longest first). LIQO_FABRIC_TEST_WORKERS=0 runs them in this process, one by one.
+# controllers and timeouts much of the time, so two workers fit two CPUs. A file stays on one worker (its
+# module-scoped fixtures are made once), handed out in collection order (tests/e2e/conftest.py puts the longest
+# first). LIQO_FABRIC_TEST_WORKERS=0 runs them in this process, one by one.
 WORKERS=${LIQO_FABRIC_TEST_WORKERS:-2}
 PARALLEL=()
 [ "$WORKERS" -gt 0 ] && PARALLEL=(-n "$WORKERS" --dist loadfile --no-loadscope-reorder)
+# the real-node (kubelet) modules: containerd, real pods, the project's image
+KUBELET_MODULES=(tests/e2e/test_in_cluster.py tests/e2e/test_real_lab.py)
 
-pytest_group() {  # name, paths...
+pytest_run() {  # name, pytest arguments...: one pytest group, its junit report beside the others
   local name=$1; shift
-  echo "=== $name tests"
-  pytest -q -p no:cacheprovider --durations=8 --junitxml="build/reports/$name.xml" "$@"
+  pytest -q -p no:cacheprovider --durations=8 --junitxml="$REPORTS/$name.xml" "$@"
   local rc=$?
   [ $rc -eq 5 ] && rc=0  # "no tests collected" is not a failure of a group
-  RESULT[$name]=$rc
+  return $rc
 }
 
 sanity() {
   echo "=== changelog fragments (antsibull-changelog lint)"
-  antsibull-changelog lint && RESULT[changelog]=0 || RESULT[changelog]=1
+  local rc=0
+  antsibull-changelog lint || rc=1
   echo "=== ansible-test sanity"
   local ver
   ver=$("$VENV/bin/python" - <<'PY'
@@ -49,19 +59,18 @@ PY
   rm -rf "$ROOT/build/sanity" && mkdir -p "$dst"
   git ls-files -z --cached --others --exclude-standard | xargs -0 -I{} cp --parents {} "$dst"/ 2>/dev/null
   (cd "$dst" && git init -q && git add -A >/dev/null && \
-     ansible-test sanity --python 3.11 --requirements --color no >"$ROOT/build/reports/sanity.txt" 2>&1)
-  local rc=$?
-  grep -E "^(ERROR|FATAL)|^Running sanity test" "$ROOT/build/reports/sanity.txt" | sed 's/^/  /'
+     ansible-test sanity --python 3.11 --requirements --color no >"$REPORTS/sanity.txt" 2>&1) || rc=1
+  grep -E "^(ERROR|FATAL)|^Running sanity test" "$REPORTS/sanity.txt" | sed 's/^/  /'
   echo "  (full output: build/reports/sanity.txt)"
   local total failed
-  total=$(grep -c "^Running sanity test" "$ROOT/build/reports/sanity.txt")
-  failed=$(sed -n 's/^FATAL: The \([0-9]*\) sanity test(s) listed below.*/\1/p' "$ROOT/build/reports/sanity.txt")
-  echo "$((total - ${failed:-0})) ${failed:-0} 0" > build/reports/sanity.count
-  RESULT[sanity]=$rc
+  total=$(grep -c "^Running sanity test" "$REPORTS/sanity.txt")
+  failed=$(sed -n 's/^FATAL: The \([0-9]*\) sanity test(s) listed below.*/\1/p' "$REPORTS/sanity.txt")
+  echo "$((total - ${failed:-0})) ${failed:-0} 0" > "$REPORTS/sanity.count"
+  return $rc
 }
 
-# molecule (ansible-compat) installs a copy of this collection under $ANSIBLE_HOME/collections, which then comes
-# before build/collections for ansible-lint: a copy left by an earlier run would be linted instead of this tree.
+# A copy of this collection under $ANSIBLE_HOME/collections (molecule's prerun made one before molecule.yml turned
+# it off) comes before build/collections for ansible-lint: it would be linted instead of this tree.
 drop_collection_copy() {
   rm -rf "$ANSIBLE_HOME/collections/ansible_collections/liqo/fabric"
 }
@@ -69,11 +78,11 @@ drop_collection_copy() {
 lint() {
   echo "=== ansible-lint (production profile, .ansible-lint) over roles/ and playbooks/"
   drop_collection_copy
-  ansible-lint --nocolor roles playbooks >"$ROOT/build/reports/lint.txt" 2>&1
+  ansible-lint --nocolor roles playbooks >"$REPORTS/lint.txt" 2>&1
   local rc=$?
-  grep -vE "^\s*$|^WARNING  Directory expansion" "$ROOT/build/reports/lint.txt" | tail -40 | sed 's/^/  /'
-  [ $rc -eq 0 ] && echo "1 0 0" > build/reports/lint.count || echo "0 1 0" > build/reports/lint.count
-  RESULT[lint]=$rc
+  grep -vE "^\s*$|^WARNING  Directory expansion" "$REPORTS/lint.txt" | tail -40 | sed 's/^/  /'
+  [ $rc -eq 0 ] && echo "1 0 0" > "$REPORTS/lint.count" || echo "0 1 0" > "$REPORTS/lint.count"
+  return $rc
 }
 
 molecule_group() {
@@ -88,47 +97,55 @@ molecule_group() {
   done
   drop_collection_copy
   echo "$ok $bad 0" > build/reports/molecule.count
-  RESULT[molecule]=$rc
+  return $rc
 }
 
+unit() { echo "=== unit tests"; pytest_run unit tests/unit; }
+integration() { echo "=== integration tests"; pytest_run integration "${PARALLEL[@]}" tests/integration; }
+e2e() { echo "=== e2e tests (light labs, real-node labs, speed-paths-off contract)"; pytest_run e2e "${PARALLEL[@]}" tests/e2e; }
+e2e_light() {
+  echo "=== e2e tests on light labs"
+  pytest_run e2e-light "${PARALLEL[@]}" tests/e2e --ignore=tests/e2e/plain "${KUBELET_MODULES[@]/#/--ignore=}"
+}
+e2e_real() { echo "=== e2e tests on real-node labs"; pytest_run e2e-real "${PARALLEL[@]}" "${KUBELET_MODULES[@]}"; }
+plain() { echo "=== the speed-paths-off contract (tests/e2e/plain)"; pytest_run plain "${PARALLEL[@]}" tests/e2e/plain; }
+
+timed() {  # name, function: runs it, records its exit code and wall time
+  local name=$1 fn=$2 t0 rc
+  t0=$(date +%s%N)
+  "$fn"
+  rc=$?
+  echo "$rc" > "$REPORTS/$name.rc"
+  echo "$(( ($(date +%s%N) - t0) / 1000000 ))" > "$REPORTS/$name.time"  # milliseconds
+  return $rc
+}
+
+side_by_side() {  # name:function ...: runs them at once, each into its own log, then prints the logs in order
+  local spec pids=()
+  for spec in "$@"; do
+    timed "${spec%%:*}" "${spec#*:}" >"$REPORTS/${spec%%:*}.log" 2>&1 &
+    pids+=($!)
+  done
+  wait "${pids[@]}"
+  for spec in "$@"; do cat "$REPORTS/${spec%%:*}.log"; done
+}
+
+T0=$(date +%s%N)
 group=${1:-all}
 case $group in
-  lint) lint ;;
-  unit) pytest_group unit tests/unit ;;
-  integration) pytest_group integration "${PARALLEL[@]}" tests/integration ;;
-  e2e) pytest_group e2e "${PARALLEL[@]}" tests/e2e ;;
-  # the e2e group with the speed paths on private ansible-core internals off (plugins/plugin_utils/speed_paths.py)
-  e2e-plain) LIQO_FABRIC_SPEED_PATHS=off pytest_group e2e-plain "${PARALLEL[@]}" tests/e2e ;;
-  sanity) sanity ;;
-  molecule) molecule_group ;;
+  lint|unit|sanity|integration|e2e|plain) timed "$group" "$group" ;;
+  e2e-light) timed e2e-light e2e_light ;;
+  e2e-real) timed e2e-real e2e_real ;;
+  molecule) timed molecule molecule_group ;;
+  fast) side_by_side lint:lint unit:unit sanity:sanity ;;
   all)
-    lint
-    pytest_group unit tests/unit
-    pytest_group integration "${PARALLEL[@]}" tests/integration
-    pytest_group e2e "${PARALLEL[@]}" tests/e2e
-    molecule_group
-    sanity
+    side_by_side lint:lint unit:unit sanity:sanity
+    timed integration integration
+    timed e2e e2e
+    timed molecule molecule_group
     ;;
-  *) echo "unknown group $group (lint|unit|integration|e2e|e2e-plain|sanity|molecule|all)"; exit 2 ;;
+  *) echo "unknown group $group (fast|lint|unit|sanity|integration|e2e|e2e-light|e2e-real|plain|molecule|all)"; exit 2 ;;
 esac
 
 echo "=== summary"
-fail=0
-for k in "${!RESULT[@]}"; do
-  if [ "${RESULT[$k]}" -eq 0 ]; then echo "  $k: passed"; else echo "  $k: FAILED"; fail=1; fi
-done
-python - <<'PY'
-import glob, xml.etree.ElementTree as ET
-t = f = s = e = 0
-for path in glob.glob("build/reports/*.xml"):
-    for suite in ET.parse(path).getroot().iter("testsuite"):
-        t += int(suite.get("tests", 0)); f += int(suite.get("failures", 0))
-        s += int(suite.get("skipped", 0)); e += int(suite.get("errors", 0))
-p = t - f - s - e
-f += e
-for path in glob.glob("build/reports/*.count"):  # molecule scenarios and sanity tests
-    a, b, c = (int(x) for x in open(path).read().split())
-    p, f, s = p + a, f + b, s + c
-print(f"{p} passed, {f} failed, {s} skipped")
-PY
-exit $fail
+python "$ROOT/hack/test_summary.py" "$REPORTS" "$(( ($(date +%s%N) - T0) / 1000000 ))"

@@ -14,7 +14,7 @@ def pytest_collection_modifyitems(items):
     its module-scoped lab is made once, handed out in this order). test_in_cluster, the longest module, goes first;
     test_real_lab goes last, so the other worker reaches it only after the light-lab modules, by when the first
     kubelet lab is down (were it still up, the second would wait for it: Lab._lock_real_nodes).
-    With the speed paths off (`make e2e-plain`) both skip: their fabric runs in the image's pods, whose pinned
+    With the speed paths off in the environment both skip: their fabric runs in the image's pods, whose pinned
     ansible-core keeps the speed paths on whatever this process's environment says, so they would repeat the e2e
     group's run."""
     plain = speed_paths.switched_off()

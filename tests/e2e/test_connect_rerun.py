@@ -68,7 +68,7 @@ def reaches(lab, src_cluster, dst_cluster, src_pod, dst_pod):
 def test_first_connect_applies_and_records_every_node(lab):
     proc = connect(lab)
     # every node of the lab (liqo.fabric.netns) in the batch, none in a task of its own (with the speed paths off,
-    # make e2e-plain, the other way round)
+    # make plain, the other way round)
     batch, host = ("host", "batch") if speed_paths.off_reason() else ("batch", "host")
     assert sorted(applied(proc, batch)) == sorted(node_hosts(lab)) and applied(proc, host) == {}
     for c in ("a", "b"):

@@ -323,7 +323,7 @@ def test_gitops_apply_converges_and_resync_skips(kube, controllers):
     kube.patch("Configuration", "default", "conv1", {"spec": {"remote": {"cidr": {"pod": ["10.244.0.0/16"]}}}})
     wait_for(lambda: ready(kube, "Configuration", "default", "conv1", generation=2), 60, "conv1 Ready at generation 2")
     # the second run at least was forked from the warm runner's pre-imported ansible-playbook (unless the speed
-    # paths are off, `make e2e-plain`: then every run is a cold ansible-playbook)
+    # paths are off, `make plain`: then every run is a cold ansible-playbook)
     if speed_paths.off_reason():
         assert ctl.metric("liqo_fabric_runner_starts_total", mode="warm") == 0
         assert ctl.metric("liqo_fabric_runner_starts_total", mode="cold") >= 2

@@ -1,6 +1,7 @@
 """The speed paths on private ansible-core internals switch themselves off outside the tested ansible-core range
 (one warning) or with LIQO_FABRIC_SPEED_PATHS=off (no warning: the user chose), and modules then run as ordinary
 AnsiballZ modules. The version is faked in a real ansible-playbook through a sitecustomize."""
+import importlib
 import os
 import subprocess
 
@@ -123,16 +124,41 @@ def test_readme_says_what_each_speed_path_saves_and_costs():
     for row in rows:
         assert len(row) == 3 and row[1] and row[2], row
         assert " s " in row[1] + " ", row  # a measured figure
-    assert "docs/speed-paths.md" in readme and "make e2e-plain" in readme
+    assert "docs/speed-paths.md" in readme and "make plain" in readme
 
 
-def test_make_e2e_plain_runs_the_e2e_group_with_the_speed_paths_off():
+def test_make_plain_runs_the_contract_whose_every_module_switches_the_speed_paths_off():
+    """tests/e2e/plain: `make plain` runs it; each module says why it is in the contract (its docstring, listed in
+    docs/speed-paths.md) and runs with LIQO_FABRIC_SPEED_PATHS=off for its whole life (the package's autouse
+    module fixture), restored after it."""
     root = os.path.join(os.path.dirname(__file__), "..", "..")
-    proc = subprocess.run(["make", "-n", "-C", root, "e2e-plain"], capture_output=True, text=True, check=False)
+    proc = subprocess.run(["make", "-n", "-C", root, "plain"], capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
-    assert "hack/run-tests.sh e2e-plain" in proc.stdout
-    with open(os.path.join(root, "hack", "run-tests.sh"), encoding="utf-8") as f:
-        assert 'e2e-plain) LIQO_FABRIC_SPEED_PATHS=off pytest_group e2e-plain "${PARALLEL[@]}" tests/e2e ;;' in f.read()
+    assert "hack/run-tests.sh plain" in proc.stdout
+    plain_dir = os.path.join(root, "tests", "e2e", "plain")
+    modules = sorted(n[:-3] for n in os.listdir(plain_dir) if n.startswith("test_") and n.endswith(".py"))
+    assert len(modules) >= 5, modules
+    with open(os.path.join(root, "docs", "speed-paths.md"), encoding="utf-8") as f:
+        documented = f.read()
+    for name in modules:
+        mod = importlib.import_module(f"tests.e2e.plain.{name}")
+        assert (mod.__doc__ or "").strip(), f"tests/e2e/plain/{name}.py says why it is in the contract"
+        assert f"`{name}`" in documented, f"docs/speed-paths.md lists {name}"
+        assert any(n.startswith("test_") for n in vars(mod)), f"{name} runs no test"
+    from tests.e2e.plain import conftest  # pylint: disable=import-outside-toplevel
+    before = os.environ.pop(speed_paths.ENV, None)
+    try:
+        with conftest.switched_off():
+            assert speed_paths.switched_off() == f"{speed_paths.ENV}=off"
+        assert speed_paths.ENV not in os.environ
+        os.environ[speed_paths.ENV] = "on"
+        with conftest.switched_off():
+            assert speed_paths.off_reason() == f"{speed_paths.ENV}=off"
+        assert os.environ[speed_paths.ENV] == "on"
+    finally:
+        os.environ.pop(speed_paths.ENV, None)
+        if before is not None:
+            os.environ[speed_paths.ENV] = before
 
 
 def _e2e_pytest(*args, **env):
