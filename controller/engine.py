@@ -64,7 +64,7 @@ def _secret_transform(obj: dict) -> dict:
 
 # metadata every cached object keeps (keys, hashes' memo, finalizers, deletion, related-object labels)
 _META_KEPT = ("name", "namespace", "uid", "resourceVersion", "generation", "labels", "deletionTimestamp", "finalizers")
-# kinds with one cached object per node or pod: only the fields the watch map reads are kept (issue 20)
+# kinds with one cached object per node or pod: only the fields the watch map reads are kept (docs/scale.md)
 SLIM_KINDS = ("Node", "Pod")
 
 
@@ -148,7 +148,7 @@ class Engine:
         self.watch_map_path = watch_map_path
         self.node_name = node_name
         self.metrics = metrics or Metrics()
-        # the active gateway pod's live peer health (issue 21): its thread runs while this pod is the active one
+        # the active gateway pod's live peer health: its thread runs while this pod is the active one
         self.health_collector = peer_health.HealthCollector() if self.gateway else None
         self._health: Dict[str, peer_health.GatewayHealth] = {}
         self._cluster_ids: Dict[str, str] = {}
@@ -322,7 +322,7 @@ class Engine:
             with cs.lock:
                 members = cs.members.setdefault(key, {})
                 # an object the playbook cannot act on yet (a Pod without its IP: member_if) is not a member: its
-                # event changes no hash and starts no run (issue 20: it would hold back the run of its IP)
+                # event changes no hash and starts no run (it would hold back the run of its IP)
                 if etype == "DELETED" or not entry.is_member(obj):
                     members.pop(mid, None)
                 else:

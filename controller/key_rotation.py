@@ -1,4 +1,4 @@
-"""Scheduled WireGuard key rotation (issue 21): a gateway annotated ``networking.liqo.io/key-rotation-period``
+"""Scheduled WireGuard key rotation: a gateway annotated ``networking.liqo.io/key-rotation-period``
 gets its connection's keys rotated by ``rotate_keys.yml`` when the period since the last rotation (its key
 Secret's ``networking.liqo.io/keys-rotated-at``, else the Secret's creation) has passed.
 

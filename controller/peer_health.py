@@ -1,4 +1,4 @@
-"""The live peer health inside the active gateway pod (issue 21): a thread running the same prober as the
+"""The live peer health inside the active gateway pod (docs/health.md): a thread running the same prober as the
 agentless probe process (plugins/module_utils/peer_health.py), writing the gateway's Connection and feeding
 the pod's /metrics with Liqo's peer metrics (labels driver, cluster_id).
 

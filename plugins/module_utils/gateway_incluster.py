@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, liqo.fabric developers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""A gateway inside the cluster (issue 16): the controller's side and the gateway pod's side of one
+"""A gateway inside the cluster: the controller's side and the gateway pod's side of one
 GatewayServer/GatewayClient, on the same plan as the agentless path (module_utils.gateway.plan).
 
 - controller: the plan's errors (bad CR content, a template that does not render or is rejected), the key

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: liqo.fabric developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The in-cluster conversion webhook's certificate, made by the deploy (issue 18).
+"""The in-cluster conversion webhook's certificate, made by the deploy.
 
 One Secret (``liqo/liqo-fabric-webhook-tls``: ``ca.crt``, ``tls.crt``, ``tls.key``) shared by every replica of
 the controller: the first replica's bootstrap creates it (a POST: of two racing replicas the second gets 409
