@@ -7,7 +7,7 @@
 #                speed-paths-off contract (tests/e2e/plain)
 #   e2e-light | e2e-real | plain   the same three parts alone
 #   molecule     the roles' scenarios
-#   all          everything above (`make test`, CI)
+#   all          everything above (`make test`, CI): the fast layer beside integration, then e2e beside molecule
 # Prints each group's wall time, the 15 slowest tests and the skips by reason, and exits non-zero if any group
 # failed. The last line is the total: "N passed, N failed, N skipped".
 set -uo pipefail
@@ -139,10 +139,10 @@ case $group in
   molecule) timed molecule molecule_group ;;
   fast) side_by_side lint:lint unit:unit sanity:sanity ;;
   all)
-    side_by_side lint:lint unit:unit sanity:sanity
-    timed integration integration
-    timed e2e e2e
-    timed molecule molecule_group
+    # two stages, each a few groups side by side: the lab groups wait on handshakes, pods and controllers much of
+    # the time, which the CPU-bound ones (lint, unit, sanity) and molecule's sequential runs fill
+    side_by_side lint:lint unit:unit sanity:sanity integration:integration
+    side_by_side e2e:e2e molecule:molecule_group
     ;;
   *) echo "unknown group $group (fast|lint|unit|sanity|integration|e2e|e2e-light|e2e-real|plain|molecule|all)"; exit 2 ;;
 esac
