@@ -12,7 +12,6 @@ import contextlib
 import json
 import os
 import secrets
-import signal
 import subprocess
 import sys
 import tempfile
@@ -95,13 +94,7 @@ def veth_pair():
             netns.ip_batch([f"addr add {addr} dev eth0", "link set eth0 up"], netns=n)
         yield made[0], made[1]
     finally:
-        for n in made:
-            for pid in netns.pids_in_netns(n):
-                try:
-                    os.kill(pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
-        netns.delete_netns(made)
+        netns.delete_netns_and_processes(made)
 
 
 def standby_activation():

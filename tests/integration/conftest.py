@@ -1,6 +1,4 @@
 """Fixtures for root tests on a real kernel: throwaway network namespaces named with the lab prefix."""
-import os
-import signal
 
 import pytest
 
@@ -24,14 +22,7 @@ def netns_factory():
         return new
 
     yield make
-    for n in made:
-        # Only processes living in our own namespaces, by PID (e.g. a wireguard-go a test left running).
-        for pid in netns.pids_in_netns(n):
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-    netns.delete_netns(made)
+    netns.delete_netns_and_processes(made)
 
 
 @pytest.fixture
