@@ -19,7 +19,7 @@ from tests.lab import Lab
 from ansible_collections.liqo.fabric.plugins.module_utils import ipam_store  # noqa: E402  pylint: disable=wrong-import-position
 from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import Kube  # noqa: E402  pylint: disable=wrong-import-position
 from tests.e2e.test_ipam_concurrency import (  # noqa: E402  pylint: disable=wrong-import-position
-    ALLOCATORS, KUBECTL, NAMESPACES, PER_NAMESPACE, _body, _spec)
+    ALLOCATORS, KUBECTL, NAMESPACES, PER_NAMESPACE, create_and_delete)
 
 
 def race(cluster) -> dict:
@@ -32,22 +32,6 @@ def race(cluster) -> dict:
     done = threading.Event()
     lock = threading.Lock()
     stats = {"runs": 0, "retries": 0, "status_writes": 0, "released": 0, "ledger versions": 0}
-
-    def creator(ns):   # the test's creator: the same Configurations, deletions and pauses
-        kube = Kube(cluster.kubeconfig)
-        rnd = random.Random(ns)
-        try:
-            names = []
-            for i in range(PER_NAMESPACE):
-                pod, ext = _spec(NAMESPACES.index(ns) * PER_NAMESPACE + i)
-                name = "c%02d" % i
-                kube.create(_body(ns, name, pod, ext))
-                names.append(name)
-                time.sleep(rnd.uniform(0, 0.12))
-                if i in (4, 8, 11):
-                    kube.delete("Configuration", ns, names.pop(rnd.randrange(len(names))))
-        finally:
-            kube.close()
 
     def allocator(seed):
         kube = Kube(cluster.kubeconfig)
@@ -71,7 +55,7 @@ def race(cluster) -> dict:
     t0 = time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(ALLOCATORS + len(NAMESPACES)) as pool:
         allocs = [pool.submit(allocator, s) for s in range(ALLOCATORS)]
-        for f in [pool.submit(creator, ns) for ns in NAMESPACES]:
+        for f in [pool.submit(create_and_delete, cluster.kubeconfig, ns) for ns in NAMESPACES]:
             f.result()
         done.set()
         for f in allocs:

@@ -63,6 +63,26 @@ def _body(namespace, name, pod, external):
             "spec": {"remote": {"cidr": {"pod": [pod], "external": [external]}}}}
 
 
+def create_and_delete(kubeconfig, ns):
+    """One namespace's Configurations created with random pauses, three of them deleted while the allocators run
+    (their prefixes are released); returns the names left."""
+    kube = Kube(kubeconfig)
+    rnd = random.Random(ns)
+    try:
+        names = []
+        for i in range(PER_NAMESPACE):
+            pod, ext = _spec(NAMESPACES.index(ns) * PER_NAMESPACE + i)
+            name = "c%02d" % i
+            kube.create(_body(ns, name, pod, ext))
+            names.append(name)
+            time.sleep(rnd.uniform(0, 0.12))
+            if i in (4, 8, 11):
+                kube.delete("Configuration", ns, names.pop(rnd.randrange(len(names))))
+        return names
+    finally:
+        kube.close()
+
+
 def _assert_disjoint(pairs, local, what):
     nets = [(who, ipaddress.ip_network(cidr)) for who, cidr in pairs]
     for i, (w1, n1) in enumerate(nets):
@@ -86,24 +106,6 @@ def test_concurrent_allocators_never_collide_and_converge(cluster):
     committed = []   # every ledger version some allocator wrote
     stats = {"retries": 0}
 
-    def creator(ns):
-        kube = Kube(cluster.kubeconfig)
-        rnd = random.Random(ns)
-        try:
-            names = []
-            for i in range(PER_NAMESPACE):
-                pod, ext = _spec(NAMESPACES.index(ns) * PER_NAMESPACE + i)
-                name = "c%02d" % i
-                kube.create(_body(ns, name, pod, ext))
-                names.append(name)
-                time.sleep(rnd.uniform(0, 0.12))
-                if i in (4, 8, 11):  # delete one while allocators are running: its prefixes are released
-                    victim = names.pop(rnd.randrange(len(names)))
-                    kube.delete("Configuration", ns, victim)
-            return names
-        finally:
-            kube.close()
-
     def allocator(seed):
         kube = Kube(cluster.kubeconfig)
         rnd = random.Random(seed)
@@ -124,7 +126,7 @@ def test_concurrent_allocators_never_collide_and_converge(cluster):
 
     with concurrent.futures.ThreadPoolExecutor(ALLOCATORS + len(NAMESPACES)) as pool:
         allocs = [pool.submit(allocator, s) for s in range(ALLOCATORS)]
-        creators = [pool.submit(creator, ns) for ns in NAMESPACES]
+        creators = [pool.submit(create_and_delete, cluster.kubeconfig, ns) for ns in NAMESPACES]
         alive = {ns: f.result() for ns, f in zip(NAMESPACES, creators)}
         done.set()
         for f in allocs:
