@@ -96,6 +96,28 @@ def free_port() -> int:
     raise ApiServerError(f"no free port of 127.0.0.1 in {_PORTS[0]}-{high}")
 
 
+
+def spawn_recorded(holder, role: str, argv: list[str], log_path: str, env: dict | None = None) -> subprocess.Popen:
+    """Starts one of a lab's processes and records it in `holder` (its pids, start_times and on_spawn, which writes
+    the lab's state) before a signal can unwind this process past it. setsid: a terminal's Ctrl-C must not stop it
+    under the lab's feet, only the lab's teardown does; the lab's mark in its environment lets `make lab-clean` find
+    it even without the state."""
+    env = dict(os.environ if env is None else env)
+    if holder.lab_dir:
+        env[cleanup.MARK] = holder.lab_dir
+    log = open(log_path, "ab")  # pylint: disable=consider-using-with
+    with interrupts.held():
+        try:
+            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                                    start_new_session=True)
+        finally:
+            log.close()
+        holder.pids[role] = proc.pid
+        holder.start_times[role] = owner.start_time(proc.pid)
+        if holder.on_spawn:
+            holder.on_spawn()
+    return proc
+
 def _stop_pid(pid: int, start_time: int | None = None, grace: float = 5.0) -> None:
     """SIGTERM, SIGKILL after `grace`; with `start_time`, only while `pid` is still the process started then
     (a process of the lab that died unnoticed gave its PID back: another may hold it now)."""
@@ -173,23 +195,7 @@ class ApiServer:
 
     def _spawn(self, role: str, argv: list[str], env: dict | None = None) -> subprocess.Popen:
         interrupts.check(self.cancel, f"{self.name}: starting {role}")
-        env = dict(os.environ if env is None else env)
-        if self.lab_dir:
-            env[cleanup.MARK] = self.lab_dir
-        log = open(os.path.join(self.workdir, f"{role}.log"), "ab")  # pylint: disable=consider-using-with
-        # setsid (a terminal's Ctrl-C must not stop it under the lab's feet): only the lab's teardown stops it,
-        # so it is recorded before a signal can unwind this process past it
-        with interrupts.held():
-            try:
-                proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                        env=env, start_new_session=True)
-            finally:
-                log.close()
-            self.pids[role] = proc.pid
-            self.start_times[role] = owner.start_time(proc.pid)
-            if self.on_spawn:
-                self.on_spawn()
-        return proc
+        return spawn_recorded(self, role, argv, os.path.join(self.workdir, f"{role}.log"), env)
 
     def processes(self) -> list[dict]:
         """The processes running for this apiserver: role, pid and start time, for the lab's state file."""

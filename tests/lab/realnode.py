@@ -29,8 +29,8 @@ import time
 
 import yaml
 
-from tests.lab import cleanup, imagestore, interrupts, netns, owner, switch
-from tests.lab.apiserver import _stop_pid, _tail, kube_bin_dir
+from tests.lab import cleanup, imagestore, interrupts, netns, switch
+from tests.lab.apiserver import _stop_pid, _tail, kube_bin_dir, spawn_recorded
 from tests.lab.images import images
 from tests.lab.kube import GATEWAY_LABEL
 from tests.lab.topology import NodePlan
@@ -160,21 +160,8 @@ state = "{self.dir}/containerd"
 
     def _spawn(self, role: str, argv: list[str]) -> None:
         interrupts.check(self.cancel, f"{self.plan.name}: starting {role}")
-        env = dict(os.environ)
-        if self.lab_dir:
-            env[cleanup.MARK] = self.lab_dir
-        log = open(os.path.join(self.dir, f"{role}.log"), "ab")  # pylint: disable=consider-using-with
-        with interrupts.held():  # recorded before a signal can unwind this process past it (ApiServer._spawn)
-            try:
-                proc = subprocess.Popen(["nsenter", f"--mount={self.mntns}", f"--net=/run/netns/{self.plan.netns}",
-                                         *argv], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                        env=env, start_new_session=True)
-            finally:
-                log.close()
-            self.pids[role] = proc.pid
-            self.start_times[role] = owner.start_time(proc.pid)
-            if self.on_spawn:
-                self.on_spawn()
+        spawn_recorded(self, role, ["nsenter", f"--mount={self.mntns}", f"--net=/run/netns/{self.plan.netns}", *argv],
+                       os.path.join(self.dir, f"{role}.log"))
 
     def processes(self) -> list[dict]:
         """This node's processes: role, pid and start time, for the lab's state file."""
