@@ -96,7 +96,6 @@ def free_port() -> int:
     raise ApiServerError(f"no free port of 127.0.0.1 in {_PORTS[0]}-{high}")
 
 
-
 def spawn_recorded(holder, role: str, argv: list[str], log_path: str, env: dict | None = None) -> subprocess.Popen:
     """Starts one of a lab's processes and records it in `holder` (its pids, start_times and on_spawn, which writes
     the lab's state) before a signal can unwind this process past it. setsid: a terminal's Ctrl-C must not stop it
@@ -117,6 +116,7 @@ def spawn_recorded(holder, role: str, argv: list[str], log_path: str, env: dict 
         if holder.on_spawn:
             holder.on_spawn()
     return proc
+
 
 def _stop_pid(pid: int, start_time: int | None = None, grace: float = 5.0) -> None:
     """SIGTERM, SIGKILL after `grace`; with `start_time`, only while `pid` is still the process started then
