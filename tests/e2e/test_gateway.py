@@ -20,6 +20,8 @@ OUTPUTS = []  # every playbook output, grepped for private keys at the end
 
 @pytest.fixture(scope="module")
 def lab():
+    # the record starts with this module's lab: tests/e2e/plain reruns these tests in the same worker process
+    OUTPUTS.clear()
     with fabric.lab_pair(nodes=2, pods_per_node=2) as lab_:
         yield lab_
 

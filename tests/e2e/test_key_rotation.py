@@ -26,6 +26,9 @@ PING_SECONDS = 40
 
 @pytest.fixture(scope="module")
 def lab():
+    # the records start with this module's lab: tests/e2e/plain reruns these tests in the same worker process
+    OUTPUTS.clear()
+    OLD.clear()
     with fabric.connected_pair(outputs=OUTPUTS, gateway_group="cluster_a_gateway",
                                remote_gateway_group="cluster_b_gateway") as lab_:
         yield lab_
