@@ -32,8 +32,8 @@ import threading
 from typing import Callable, List, Optional
 
 from controller import ensure_collection_importable
-from controller.manifest import (  # noqa: F401  pylint: disable=unused-import
-    CheckFailure, as_targets, failures, manifest_from_stats, merge_targets, partial, target_place)
+# a check's answer (controller.drift.CheckFailure, drift.failures: custom checks use them)
+from controller.manifest import CheckFailure, failures  # noqa: F401  pylint: disable=unused-import
 
 ensure_collection_importable()
 # pylint: disable=wrong-import-position
