@@ -492,3 +492,44 @@ def test_a_gateway_standby_runs_nothing_before_its_warm_up_is_due(tmp_path):
                   mode=modes.make("gateway", node_name="n1", gateway=gateway))
     assert not eng0.clusters["a"].acting() and eng0.executor.eligible(item)
 
+
+def test_a_modes_features_get_their_work_items_and_events_and_stop_in_reverse(tmp_path):
+    """The engine holds no feature of its own: a mode registers them; an item whose key has a feature's prefix goes
+    to that feature (no reconcile, no record), every event reaches every feature before the engine makes work of
+    it, and the engine stops them in the reverse order of their registration."""
+    import types  # pylint: disable=import-outside-toplevel
+    from controller.engine import Engine  # pylint: disable=import-outside-toplevel
+    from controller.engine.feature import Feature  # pylint: disable=import-outside-toplevel
+    from controller.engine.mode import Mode  # pylint: disable=import-outside-toplevel
+    from controller.workqueue import Item  # pylint: disable=import-outside-toplevel
+    calls = []
+
+    class Recorder(Feature):
+        def __init__(self, name, prefix=""):
+            self.name, self.key_prefix = name, prefix
+
+        def process(self, cs, item):
+            calls.append((self.name, "process", item.key))
+
+        def on_event(self, cs, kind, etype, obj, old):
+            calls.append((self.name, "event", kind, eng.queue.pending_keys()))
+
+        def stop(self):
+            calls.append((self.name, "stop"))
+
+    class TwoFeatures(Mode):
+        def features(self, engine):
+            return [Recorder("first", "first:"), Recorder("second")]
+
+    eng = Engine(watchmap.load(watchmap.DEFAULT_PATH), {"a": str(_unreachable_kubeconfig(tmp_path))}, ROOT,
+                 str(tmp_path / "rt"), leader_elect=False, state_configmap=False, warm_runner=False, mode=TwoFeatures())
+    cs = eng.clusters["a"]
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "uid": "u-n1", "resourceVersion": "1"}}
+    cs.informers = {"Node": types.SimpleNamespace(cache={"n1": node})}
+    eng.executor.process(Item("first:x", "first:x", "a", 0, 0.0, 0.0))
+    eng.reactor.on_event(cs, "Node", "ADDED", node, None)
+    assert eng.queue.pending_keys() == ["a/overlay"]
+    cs.informers = {}
+    eng.shutdown(timeout=0.1)
+    assert calls == [("first", "process", "first:x"), ("first", "event", "Node", []), ("second", "event", "Node", []),
+                     ("second", "stop"), ("first", "stop")]
