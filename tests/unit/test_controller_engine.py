@@ -533,3 +533,51 @@ def test_a_modes_features_get_their_work_items_and_events_and_stop_in_reverse(tm
     eng.shutdown(timeout=0.1)
     assert calls == [("first", "process", "first:x"), ("first", "event", "Node", []), ("second", "event", "Node", []),
                      ("second", "stop"), ("first", "stop")]
+
+
+def test_a_gateway_pods_takeover_and_lost_lease_keep_their_order(tmp_path, monkeypatch):
+    """Gateway mode's features on the Lease: taken, the client's tunnel is activated before the pod is labelled
+    active, then the probe starts, the waiting zygote starts and every key runs by force; lost, the probe stops
+    before the label comes off, the links go, and the pod exits to restart as a standby."""
+    import signal  # pylint: disable=import-outside-toplevel
+    import types  # pylint: disable=import-outside-toplevel
+    from controller import gateway_ha, peer_health  # pylint: disable=import-outside-toplevel
+    from controller.engine import Engine  # pylint: disable=import-outside-toplevel
+    calls = []
+    monkeypatch.setattr(gateway_ha, "mark", lambda api, ns, pod, active: calls.append(("mark", active)))
+    monkeypatch.setattr(gateway_ha, "drop_links", lambda: calls.append(("drop_links",)))
+    monkeypatch.setattr(gateway_ha, "activate_client", lambda gw, cid: calls.append(("activate", cid)))
+    monkeypatch.setattr(gateway_ha.os, "kill", lambda pid, sig: calls.append(("kill", sig)))
+
+    class Probe:
+        def __init__(self, api, gateway, cluster_id):
+            self.cluster_id = cluster_id
+
+        def start(self):
+            calls.append(("probe", self.cluster_id()))
+
+        def stop(self):
+            calls.append(("probe stopped",))
+
+        def is_alive(self):
+            return True
+    monkeypatch.setattr(peer_health, "GatewayHealth", Probe)
+    gateway = {"kind": "GatewayClient", "namespace": "t", "name": "c"}
+    eng = Engine(watchmap.load(os.path.join(ROOT, "controller", "watches-in-cluster.yaml")),
+                 {"a": str(_unreachable_kubeconfig(tmp_path))}, ROOT, str(tmp_path / "rt"), warm_runner=False,
+                 mode=modes.make("gateway", node_name="n1", gateway=gateway))
+    cs = eng.clusters["a"]
+    eng.features[0]._cluster_ids["a"] = "cid-a"  # pylint: disable=protected-access
+    synced = threading.Event()
+    synced.set()
+    cs.informers = {"GatewayClient": types.SimpleNamespace(cache={"t/c": {"metadata": {"name": "c", "namespace": "t"}}},
+                                                           synced=synced)}
+    eng.runner.prestart = lambda: calls.append(("prestart",))
+    cs.key_entry["a/gateway-pod"] = eng.by_kind["GatewayClient"]
+    eng.consider = lambda c, key, prio, reason, force=False: calls.append(("consider", key, reason, force))
+    eng._on_lead(cs)  # pylint: disable=protected-access
+    assert calls == [("activate", "cid-a"), ("mark", True), ("probe", "cid-a"), ("prestart",),
+                     ("consider", "a/gateway-pod", "gateway pod active", True)]
+    del calls[:]
+    eng._leadership(cs, False)  # pylint: disable=protected-access
+    assert calls == [("probe stopped",), ("mark", False), ("drop_links",), ("kill", signal.SIGTERM)]
