@@ -26,7 +26,7 @@ import threading
 import time
 
 import controller
-from controller import logs, watchmap
+from controller import logs, modes, watchmap
 from controller.watchmap import MODES
 from controller.engine import Engine
 from controller.conversion import ConversionServer
@@ -222,16 +222,15 @@ def main(argv=None) -> int:
     runtime = args.runtime_dir or os.path.join(os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir(),
                                                f"liqo-fabric-controller-{os.getuid()}-{os.getpid()}")
     metrics = Metrics()
+    engine_mode = modes.make(mode, node_name=args.node_name, gateway=gateway, namespaces=namespaces,
+                             repoint_in_process=not args.no_repoint_in_process,
+                             standby_warmup_delay=args.standby_warmup_delay, key_rotation_check=args.key_rotation_check)
     engine = Engine(entries, clusters, args.collection_root, runtime, inventory=args.inventory, workers=args.workers,
                     debounce=args.debounce, leader_elect=not args.no_leader_elect, lease_duration=args.lease_duration,
-                    lease_namespace=args.lease_namespace, identity=args.identity, mode=mode,
-                    node_name=args.node_name, watch_map_path=args.watches, metrics=metrics,
-                    state_configmap=not args.no_state, watch_timeout=args.watch_timeout,
-                    warm_runner=not args.no_warm_runner, warm_idle_exit=args.warm_idle_exit,
-                    namespaces=namespaces, gateway=gateway,
-                    repoint_in_process=not args.no_repoint_in_process,
-                    standby_warmup_delay=args.standby_warmup_delay)
-    engine.key_rotation_period = args.key_rotation_check
+                    lease_namespace=args.lease_namespace, identity=args.identity, mode=engine_mode,
+                    watch_map_path=args.watches, metrics=metrics, state_configmap=not args.no_state,
+                    watch_timeout=args.watch_timeout, warm_runner=not args.no_warm_runner,
+                    warm_idle_exit=args.warm_idle_exit)
     http = HealthServer(args.metrics_address, args.metrics_port, metrics, engine.healthy, engine.ready)
     http.start()
     webhook = start_webhook(args)

@@ -27,12 +27,13 @@ from __future__ import annotations
 import ctypes
 import struct
 import ipaddress
-import json
 import os
 import threading
 from typing import Callable, List, Optional
 
 from controller import ensure_collection_importable
+# a check's answer (controller.drift.CheckFailure, drift.failures: custom checks use them)
+from controller.manifest import CheckFailure, failures  # noqa: F401  pylint: disable=unused-import
 
 ensure_collection_importable()
 # pylint: disable=wrong-import-position
@@ -44,7 +45,6 @@ from ansible_collections.liqo.fabric.plugins.module_utils.wireguard import (  # 
 
 CLONE_NEWNET = 0x40000000
 NETNS_DIR = "/var/run/netns"
-MANIFEST_KEY = "fabric_dataplane"
 IFLA_MTU = 4
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -75,12 +75,6 @@ def in_netns(netns: Optional[str], fn: Callable, timeout: float = 10.0):
     if "error" in box:
         raise box["error"]
     return box.get("result")
-
-
-class CheckFailure(str):
-    """A difference that is not drift: the check could not read the kernel (a missing or foreign network
-    namespace, another machine's host, an unreadable nftables or UAPI socket). The engine reports it
-    (Degraded, reason DriftCheckFailed) instead of passing or repairing blindly."""
 
 
 def _as_list(v) -> list:
@@ -257,16 +251,6 @@ def dataplane(manifest, context: Optional[dict] = None, kind: Optional[str] = No
     return diffs
 
 
-def as_targets(manifest) -> List[dict]:
-    """The targets (dicts) of a stored manifest."""
-    return [t for t in _as_list(manifest) if isinstance(t, dict)]
-
-
-def failures(diffs: List[str]) -> List[str]:
-    """The differences that say a check could not read the kernel."""
-    return [d for d in diffs if isinstance(d, CheckFailure)]
-
-
 def gateway(manifest, context: Optional[dict] = None) -> List[str]:
     """Gateways: WireGuard interface, MTU, peers and a live wireguard-go, NAT table (and its rules), the
     tunnel's routes and rules, sysctls. Overlay targets a gateway run also declared are the Node entry's."""
@@ -276,35 +260,3 @@ def gateway(manifest, context: Optional[dict] = None) -> List[str]:
 def overlay(manifest, context: Optional[dict] = None) -> List[str]:
     """Node overlay: the Geneve/VXLAN links (and MTUs), routes and rules of table 18952, the bypass table."""
     return dataplane(manifest, context, kind="overlay")
-
-
-PARTIAL_KEY = "fabric_dataplane_partial"
-
-
-def partial(stats: dict) -> bool:
-    """The run declared (`fabric_dataplane_partial`) that its manifest covers only some of the key's targets."""
-    value = (stats or {}).get(PARTIAL_KEY)
-    return value is True or (isinstance(value, str) and value.strip().lower() == "true")
-
-
-def target_place(target: dict) -> tuple:
-    """Where a target is: the machine (boot id) and the network namespace."""
-    return (target.get("kind"), target.get("boot_id"), target.get("netns"), target.get("netns_inode"))
-
-
-def merge_targets(old, new) -> list:
-    """A partial run's targets replace the stored targets of the same place; the other stored ones are kept."""
-    fresh = as_targets(new)
-    places = {target_place(t) for t in fresh}
-    return [t for t in as_targets(old) if target_place(t) not in places] + fresh
-
-
-def manifest_from_stats(stats: dict):
-    """The `fabric_dataplane` of a run's set_stats data (also accepts a JSON string)."""
-    value = (stats or {}).get(MANIFEST_KEY)
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return None
-    return value

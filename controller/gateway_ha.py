@@ -16,10 +16,13 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import socket
 import subprocess
+from typing import Dict
 
 from controller import peer_health
+from controller.engine.feature import Feature
 from controller.kubeapi import ApiError
 from controller.watchmap import RESOURCES
 
@@ -86,3 +89,72 @@ def activate_client(gateway: dict, cluster_id: str) -> list:
         return []
     log.info("standby tunnel activated", extra={"fields": {"interface": target["interface"], "peers": len(done)}})
     return done
+
+
+class GatewayHA(Feature):
+    """The gateway mode's active/standby (this module's docstring): the Lease holder labels its pod active and a
+    client's holder activates its tunnel; a pod that loses the Lease alive, or stops, drops its links and label."""
+
+    name = "gateway HA"
+
+    def __init__(self, engine, gateway: dict):
+        self.engine = engine
+        self.gateway = gateway
+        self.pod_name = own_pod_name()
+        self._cluster_ids: Dict[str, str] = {}
+
+    def cluster_id(self, cs) -> str:
+        """This cluster's id (its interface names derive from it), read once: a takeover does not wait for it."""
+        if not self._cluster_ids.get(cs.name):
+            try:
+                self._cluster_ids[cs.name] = peer_health.read_cluster_id(cs.api)
+            except ApiError as exc:
+                log.warning("cluster id not read", extra={"fields": {"cluster": cs.name, "error": str(exc)}})
+                return ""
+        return self._cluster_ids[cs.name]
+
+    def start(self, cs) -> None:
+        if cs.leader:  # a restarted container starts as a standby: no Service traffic, no overlay
+            mark(cs.api, self.gateway["namespace"], self.pod_name, False)
+            self.cluster_id(cs)   # known before a takeover needs it
+
+    def leading(self, cs, leading: bool) -> None:
+        if leading:
+            # a client's own tunnel first (a local change, before any run can take the interface's lock); then the
+            # label, which a server's Service follows (the node agents re-pointed their links when the old pod
+            # began to go: controller/node_repoint.py)
+            self._activate_standby(cs)
+            mark(cs.api, self.gateway["namespace"], self.pod_name, True)
+            return
+        # a gateway pod that lost its Lease alive: label off, then exit to restart as a clean standby
+        mark(cs.api, self.gateway["namespace"], self.pod_name, False)
+        drop_links()
+        log.warning("gateway Lease lost: exiting to restart as a standby", extra={"fields": {"cluster": cs.name}})
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    def stop(self) -> None:
+        # the Service and the overlay leave this pod before the Lease is released
+        for cs in self.engine.clusters.values():
+            if cs.leader and cs.acting():   # the links first: this pod stops carrying traffic at once
+                drop_links()
+                mark(cs.api, self.gateway["namespace"], self.pod_name, False)
+
+    def holder_pod_going(self, cs, holder: str) -> bool:
+        """A gateway's Lease holder (identity `<pod name>-<pid>`) whose pod is being deleted, or gone from the synced
+        cache of the gateway's pods: its standby takes over at `kubectl delete`, not after the old pod's shutdown."""
+        inf = cs.informers.get("Pod")
+        pod_name = holder.rsplit("-", 1)[0]
+        if inf is None or not pod_name or pod_name == self.pod_name:
+            return False
+        pod = inf.cache.get(f"{self.gateway['namespace']}/{pod_name}")
+        if pod is None:
+            return inf.synced.is_set()
+        return bool((pod.get("metadata") or {}).get("deletionTimestamp"))
+
+    def _activate_standby(self, cs) -> None:
+        """A client standby's tunnel reaches the peer at once (activate_client)."""
+        obj = cs.obj(self.gateway["kind"], f"{self.gateway['namespace']}/{self.gateway['name']}")
+        if obj and self.gateway["kind"] == "GatewayClient":   # a server's standby has nothing to activate
+            cluster_id = self.cluster_id(cs)
+            if cluster_id:
+                activate_client(dict(obj, kind=self.gateway["kind"]), cluster_id)

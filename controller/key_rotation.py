@@ -14,6 +14,7 @@ import os
 from typing import Dict, List, Optional
 
 from controller import ensure_collection_importable
+from controller.engine.feature import Feature
 from controller.watchmap import RESOURCES
 from controller.workqueue import PRIO_RESYNC
 
@@ -43,18 +44,32 @@ def parse_key(key: str) -> tuple:
     return cluster, kind, namespace, name
 
 
-class KeyRotation:
-    """Finds the gateways whose keys are due and runs the rotation playbook for them."""
+class KeyRotation(Feature):
+    """The controller mode's feature: every `period` seconds it finds the gateways whose keys are due and enqueues
+    their rotation (a work item of its own, `rotate:<cluster>/<kind>/<namespace>/<name>`), which it runs."""
 
-    def __init__(self, engine, playbook_dir: str):
+    name = "key rotation"
+    key_prefix = PREFIX
+
+    def __init__(self, engine, playbook_dir: str, period: float = 10.0):
         self.engine = engine
         self.playbook = os.path.join(playbook_dir, PLAYBOOK)
+        self.period = period               # seconds between checks of the rotation schedules
         self._ids: Dict[str, str] = {}     # cluster name -> cluster id (read once)
         self._warned: Dict[str, str] = {}  # gateway -> the bad annotation value already logged
 
     def enabled(self) -> bool:
         return (self.engine.mode == "controller" and self.engine.runner.inventory is not None
                 and len(self.engine.clusters) > 1 and os.path.isfile(self.playbook))
+
+    def tick_period(self) -> float:
+        return self.period if self.enabled() else 0.0
+
+    def tick(self) -> None:
+        self.check()
+
+    def process(self, cs, item) -> None:
+        self.run(cs, item.key)
 
     def cluster_id(self, cs) -> Optional[str]:
         if cs.name not in self._ids:

@@ -11,6 +11,11 @@ import sys
 import time
 
 
+def fields(**kw) -> dict:
+    """The `extra` of a log call whose line carries these fields."""
+    return {"fields": kw}
+
+
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         out = {"ts": datetime.datetime.fromtimestamp(record.created, datetime.timezone.utc).isoformat(timespec="milliseconds"),

@@ -15,9 +15,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Optional
+from typing import List, Optional
 
 from controller import ensure_collection_importable
+from controller.engine.feature import Feature
 
 ensure_collection_importable()
 # pylint: disable=wrong-import-position
@@ -86,3 +87,26 @@ class NodeRepoint(threading.Thread):
                 "gateway": facts.get("gateway"), "gateway_pod": pod.get("name"), "pod_ip": pod.get("ip"),
                 "writes": result["writes"], "seconds": round(time.monotonic() - started, 3)}})
         return result
+
+
+class NodeRepointFeature(Feature):
+    """The node mode's feature: a NodeRepoint thread per cluster, kicked by every Pod event (the gateway pods'
+    among them), ahead of the playbook run the same event queues."""
+
+    name = "node re-pointing"
+
+    def __init__(self, engine, node_name: str, options: Optional[dict] = None):
+        self.repoint = {name: NodeRepoint(node_name, cs.kubeconfig, engine.stop, options=options)
+                        for name, cs in engine.clusters.items()}
+        self.started: List[NodeRepoint] = []
+
+    def start(self, cs) -> None:
+        self.repoint[cs.name].start()
+        self.started.append(self.repoint[cs.name])
+
+    def on_event(self, cs, kind: str, etype: str, obj: dict, old: Optional[dict]) -> None:
+        if kind == "Pod" and cs.name in self.repoint:
+            self.repoint[cs.name].kick()
+
+    def threads(self) -> list:
+        return list(self.started)

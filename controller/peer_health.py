@@ -12,7 +12,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Callable, Optional
+from typing import Callable, Dict, List, Optional
+
+from controller.engine.feature import Feature
 
 from ansible_collections.liqo.fabric.plugins.module_utils import gateway as gwplan
 from ansible_collections.liqo.fabric.plugins.module_utils import peer_health as ph
@@ -176,3 +178,50 @@ class HealthCollector:
     def samples(self) -> list:
         h = self.health
         return h.samples() if h else []
+
+
+class PeerHealthFeature(Feature):
+    """The gateway mode's live peer health: a GatewayHealth thread while this pod holds its gateway's Lease (a
+    standby has no tunnel to probe). Its samples, not the Connection the pod watches, are the pod's liqo_peer_*."""
+
+    name = "live peer health"
+
+    def __init__(self, engine, gateway: dict, cluster_id: Callable[[object], str]):
+        self.gateway = gateway
+        self.cluster_id = cluster_id   # (cluster) -> this cluster's id, "" while unknown
+        self.collector = HealthCollector()
+        self._health: Dict[str, GatewayHealth] = {}
+        engine.metrics.live_peers = self.collector.samples
+
+    def leading(self, cs, leading: bool) -> None:
+        if leading:
+            self._start(cs)
+        else:
+            self._stop(cs.name)
+
+    def stop(self) -> None:
+        for name in list(self._health):
+            self._stop(name)
+
+    def threads(self) -> List[threading.Thread]:
+        return list(self._health.values())
+
+    def _start(self, cs) -> None:
+        self._stop(cs.name)
+        kind, key = self.gateway["kind"], f"{self.gateway['namespace']}/{self.gateway['name']}"
+
+        def gateway() -> Optional[dict]:
+            obj = cs.obj(kind, key)
+            return dict(obj, kind=kind) if obj else None
+
+        h = GatewayHealth(cs.api, gateway, lambda: self.cluster_id(cs))
+        self._health[cs.name] = h
+        self.collector.health = h
+        h.start()
+
+    def _stop(self, cluster: str) -> None:
+        h = self._health.pop(cluster, None)
+        if h:
+            if self.collector.health is h:
+                self.collector.health = None
+            h.stop()

@@ -26,6 +26,7 @@ import time
 
 from controller import warm, watchmap
 from controller.engine import Engine
+from controller.engine.inputs import applied_repr
 from controller.kubeapi import ClusterAPI, Informer
 from controller.runner import PlaybookRunner
 from controller.status import StatusWriter
@@ -185,12 +186,12 @@ def resync_cpu(kube: Kube, kubeconfig: str, workdir: str) -> tuple:
         inf.synced.wait(60)
     # register the objects and mark them applied, as after their successful runs
     for o in cs.informers["PublicKey"].cache.values():
-        eng._on_event(cs, "PublicKey", "ADDED", o, None)  # pylint: disable=protected-access
+        eng.reactor.on_event(cs, "PublicKey", "ADDED", o, None)
     eng.queue = type(eng.queue)(debounce=0.2)
     for k in list(cs.key_entry):
-        entry, objs, hashes = eng.current(cs, k)
-        cs.applied[k] = eng.applied_repr(entry, hashes)
-    cs._memo.clear()  # pylint: disable=protected-access
+        entry, objs, hashes = eng.inputs.current(cs, k)
+        cs.applied[k] = applied_repr(entry, hashes)
+    cs.hash_memo.clear()
     c0, t0 = time.process_time(), time.perf_counter()
     n, enq = eng.resync(cs)
     cpu, wall = time.process_time() - c0, time.perf_counter() - t0
@@ -201,7 +202,7 @@ def resync_cpu(kube: Kube, kubeconfig: str, workdir: str) -> tuple:
     eng.stop.set()
     for inf in cs.informers.values():
         inf.close()
-    return n, enq + eng.queue.depth(), cpu, wall, cpu2, eng.runs_started
+    return n, enq + eng.queue.depth(), cpu, wall, cpu2, eng.runs.started
 
 
 GW_SEQ = 8

@@ -225,7 +225,7 @@ def test_in_cluster_config_with_a_role_bound_service_account(real_lab):
     result = json.loads(out.strip().splitlines()[-1])
     assert result["nodes"] == [200, sorted(n.name for n in c.nodes)]
     assert result["secrets"] == [403, None]
-    assert result["collection"] == "/opt/liqo-fabric/ansible_collections/liqo/fabric/controller/engine.py"
+    assert result["collection"] == "/opt/liqo-fabric/ansible_collections/liqo/fabric/controller/engine/__init__.py"
 
 
 def test_kubectl_logs_and_exec(real_lab):

@@ -8,9 +8,10 @@ import types
 
 import pytest
 
-from controller import drift, watchmap
+from controller import drift, manifest, watchmap
 from controller.__main__ import override_periods
-from controller.engine import Engine
+from controller.engine.record import supersede
+from controller.engine.run import full_apply
 from tests.unit.test_controller_engine import ROOT
 
 from ansible_collections.liqo.fabric.plugins.module_utils import dataplane_manifest as dm  # noqa: E402
@@ -62,7 +63,7 @@ def test_newest_overlay_target_replaces_older_ones_in_other_keys():
     gw = {"kind": "gateway", "netns": "n1", "boot_id": "b"}
     cs = types.SimpleNamespace(manifests={"a/overlay": [old, other_node], "a/GatewayServer/x/y": [gw]})
     new = dict(old, routes=[{"table": 18952, "dst": ["10.1.0.0/16", "10.2.0.0/16"]}])
-    Engine._supersede(cs, "a/GatewayServer/x/y", [gw, new])  # pylint: disable=protected-access
+    supersede(cs, "a/GatewayServer/x/y", [gw, new])
     assert cs.manifests["a/overlay"] == [new, other_node]
     assert cs.manifests["a/GatewayServer/x/y"] == [gw]      # the run's own key keeps what it stored
 
@@ -100,9 +101,9 @@ def test_a_partial_runs_targets_replace_theirs_and_keep_the_others():
     n1 = {"kind": "overlay", "netns": "n1", "boot_id": "b", "routes": []}
     n2 = {"kind": "overlay", "netns": "n2", "boot_id": "b"}
     new_n1 = dict(n1, routes=[{"table": 18952, "dst": ["10.243.1.2/32"]}])
-    assert drift.merge_targets([n1, n2], [new_n1]) == [n2, new_n1]
-    assert drift.partial({"fabric_dataplane_partial": True}) and drift.partial({"fabric_dataplane_partial": "True"})
-    assert not drift.partial({"fabric_dataplane_partial": False}) and not drift.partial({})
+    assert manifest.merge_targets([n1, n2], [new_n1]) == [n2, new_n1]
+    assert manifest.partial({"fabric_dataplane_partial": True}) and manifest.partial({"fabric_dataplane_partial": "True"})
+    assert not manifest.partial({"fabric_dataplane_partial": False}) and not manifest.partial({})
 
 
 def _engine_stub(manifests):
@@ -124,4 +125,4 @@ def _engine_stub(manifests):
 def test_full_apply_only_when_forced_unrecorded_or_a_target_owner_left(force, stored, reasons, full):
     eng, cs = _engine_stub({"a/overlay": []} if stored else {})
     item = types.SimpleNamespace(key="a/overlay", force=force, reasons=reasons)
-    assert Engine._full_apply(eng, cs, item) is full  # pylint: disable=protected-access
+    assert full_apply(eng.by_kind, cs, item) is full

@@ -11,7 +11,9 @@ import threading
 import pytest
 from hypothesis import given, strategies as st
 
-from controller import hashing, logs, watchmap
+from controller import hashing, logs, modes, watchmap
+from controller.engine import informers
+from controller.engine.inputs import applied_repr
 from controller.metrics import parse_duration_us
 from controller.runner import RunResult
 from controller.status import desired_conditions, merge_conditions, reason_word
@@ -143,14 +145,14 @@ def test_shipped_watch_map_loads():
 def test_public_keys_of_the_namespace_relate_to_its_gateways_whatever_their_label():
     """A PublicKey labelled with this cluster's id (the seeds) enqueues the gateways of its namespace."""
     import types  # pylint: disable=import-outside-toplevel
-    from controller.engine import Engine  # pylint: disable=import-outside-toplevel
+    from controller.engine.relations import related_owners  # pylint: disable=import-outside-toplevel
     gw = {e.kind: e for e in watchmap.load(watchmap.DEFAULT_PATH)}["GatewayServer"]
     owners = {"ns1/s": {"metadata": {"name": "s", "namespace": "ns1", "labels": {"liqo.io/remote-cluster-id": "peer"}}},
               "ns2/t": {"metadata": {"name": "t", "namespace": "ns2", "labels": {"liqo.io/remote-cluster-id": "peer"}}}}
     cs = types.SimpleNamespace(informers={"GatewayServer": types.SimpleNamespace(cache=owners)})
     pk = {"metadata": {"name": "k", "namespace": "ns1", "labels": {"liqo.io/remote-cluster-id": "this-cluster"}}}
     rels = [r for r in gw.related if r.kind == "PublicKey"]
-    hits = Engine._related_owners(None, cs, gw, rels, pk, None)  # pylint: disable=protected-access
+    hits = related_owners(cs, gw, rels, pk, None)
     assert [h["metadata"]["name"] for h in hits] == ["s"]
 
 
@@ -271,20 +273,20 @@ def test_json_logs():
 
 
 def test_node_and_pod_caches_keep_only_the_fields_the_watch_map_reads():
-    from controller.engine import _slim_transform  # pylint: disable=import-outside-toplevel
+    from controller.engine.informers import slim_transform  # pylint: disable=import-outside-toplevel
     pod = {"apiVersion": "v1", "kind": "Pod",
            "metadata": {"name": "p", "namespace": "default", "uid": "u", "resourceVersion": "7", "labels": {"app": "x"},
                         "annotations": {"big": "x" * 1000}, "ownerReferences": [{"kind": "ReplicaSet"}]},
            "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "i"}], "volumes": [{"name": "v"}]},
            "status": {"podIP": "10.0.0.2", "hostIP": "172.30.0.2", "conditions": [{"type": "Ready"}]}}
     inputs = ["spec.nodeName", "status.podIP", "status.hostIP", "status.missing.field"]
-    slim = _slim_transform(inputs)(pod)
+    slim = slim_transform(inputs)(pod)
     assert slim == {"apiVersion": "v1", "kind": "Pod",
                     "metadata": {"name": "p", "namespace": "default", "uid": "u", "resourceVersion": "7",
                                  "labels": {"app": "x"}},
                     "spec": {"nodeName": "n1"}, "status": {"podIP": "10.0.0.2", "hostIP": "172.30.0.2"}}
     assert hashing.project(slim, inputs) == hashing.project(pod, inputs)   # the input hash is the same
-    assert _slim_transform(["metadata.annotations"])(pod)["metadata"]["annotations"] == pod["metadata"]["annotations"]
+    assert slim_transform(["metadata.annotations"])(pod)["metadata"]["annotations"] == pod["metadata"]["annotations"]
 
 
 # ------------------------------------------------------------------------------------------ members (issue 20)
@@ -343,32 +345,32 @@ def test_a_pod_without_its_ip_starts_no_overlay_run(tmp_path):
     node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "uid": "u-n1", "resourceVersion": "1"},
             "spec": {"podCIDR": "10.1.0.0/24"}}
     caches["Node"]["n1"] = node
-    eng._on_event(cs, "Node", "ADDED", node, None)  # pylint: disable=protected-access
+    eng.reactor.on_event(cs, "Node", "ADDED", node, None)
     assert eng.queue.pending_keys() == [key]
     # as if its run had succeeded: the key's applied hashes are the current ones
-    _entry, _objs, hashes = eng.current(cs, key)
-    cs.applied[key] = eng.applied_repr(eng.by_kind["Node"], hashes)
+    _entry, _objs, hashes = eng.inputs.current(cs, key)
+    cs.applied[key] = applied_repr(eng.by_kind["Node"], hashes)
     cs.manifests[key] = []
     eng.queue = type(eng.queue)(debounce=0.1)
 
     for obj in (_pod(), _pod(phase="Pending", ip="10.1.0.5", rv="2")):   # created; an IP but not running yet
         caches["Pod"]["default/p"] = obj
-        eng._on_event(cs, "Pod", "ADDED" if obj["metadata"]["resourceVersion"] == "1" else "MODIFIED", obj, None)  # pylint: disable=protected-access
+        eng.reactor.on_event(cs, "Pod", "ADDED" if obj["metadata"]["resourceVersion"] == "1" else "MODIFIED", obj, None)
         assert eng.queue.pending_keys() == [], obj["status"]
     assert "Pod/default/p" not in cs.members[key]
 
     running = _pod(ip="10.1.0.5", phase="Running", rv="3")
     caches["Pod"]["default/p"] = running
-    eng._on_event(cs, "Pod", "MODIFIED", running, None)  # pylint: disable=protected-access
+    eng.reactor.on_event(cs, "Pod", "MODIFIED", running, None)
     assert eng.queue.pending_keys() == [key] and "Pod/default/p" in cs.members[key]
-    _entry, objs, hashes = eng.current(cs, key)
+    _entry, objs, hashes = eng.inputs.current(cs, key)
     assert "Pod/default/p" in objs
-    cs.applied[key] = eng.applied_repr(eng.by_kind["Pod"], hashes)
+    cs.applied[key] = applied_repr(eng.by_kind["Pod"], hashes)
     eng.queue = type(eng.queue)(debounce=0.1)
 
     done = _pod(ip="10.1.0.5", phase="Succeeded", rv="4")               # no longer routed by the plan: a run
     caches["Pod"]["default/p"] = done
-    eng._on_event(cs, "Pod", "MODIFIED", done, None)  # pylint: disable=protected-access
+    eng.reactor.on_event(cs, "Pod", "MODIFIED", done, None)
     assert eng.queue.pending_keys() == [key] and "Pod/default/p" not in cs.members[key]
 
 
@@ -390,12 +392,12 @@ def test_overlay_runs_get_no_fabric_objects(tmp_path):
     eng.runner = types.SimpleNamespace(run=run)
     node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "uid": "u-n1", "resourceVersion": "1"}}
     item = Item("a/overlay", "a/overlay", "a", 0, 0.0, 0.0)
-    eng._run(cs, eng.by_kind["Node"], item, {"Node/n1": node}, ["Node/n1"], deleting=False)  # pylint: disable=protected-access
+    eng.runs.run(cs, eng.by_kind["Node"], item, {"Node/n1": node}, ["Node/n1"], deleting=False)
     conf = {"apiVersion": "networking.liqo.io/v1beta1", "kind": "Configuration",
             "metadata": {"name": "c", "namespace": "default", "uid": "u-c"}}
     eng.by_kind["Configuration"] = dataclasses.replace(eng.by_kind["Configuration"], status=False)
     ipam = Item("a/ipam", "a/ipam", "a", 0, 0.0, 0.0)
-    eng._run(cs, eng.by_kind["Configuration"], ipam, {"Configuration/default/c": conf}, [], deleting=False)  # pylint: disable=protected-access
+    eng.runs.run(cs, eng.by_kind["Configuration"], ipam, {"Configuration/default/c": conf}, [], deleting=False)
     assert "fabric_objects" not in seen[0] and seen[0]["fabric_cluster"] == "a"
     assert [o["name"] for o in seen[1]["fabric_objects"]] == ["c"]
 
@@ -408,10 +410,10 @@ def test_the_ipam_remap_reruns_a_gateway_that_read_none(tmp_path, path):
     import types  # pylint: disable=import-outside-toplevel
     from controller.engine import Engine  # pylint: disable=import-outside-toplevel
     kc = _unreachable_kubeconfig(tmp_path)
-    modes = {} if path == watchmap.DEFAULT_PATH else {"mode": "gateway", "node_name": "n1",
-                                                      "gateway": {"kind": "GatewayServer", "namespace": "t", "name": "s"}}
+    mode = {} if path == watchmap.DEFAULT_PATH else {"mode": modes.make(
+        "gateway", node_name="n1", gateway={"kind": "GatewayServer", "namespace": "t", "name": "s"})}
     eng = Engine(watchmap.load(path), {"a": str(kc)}, ROOT, str(tmp_path / "rt"), leader_elect=False,
-                 state_configmap=False, warm_runner=False, **modes)
+                 state_configmap=False, warm_runner=False, **mode)
     cs = eng.clusters["a"]
     labels = {"liqo.io/remote-cluster-id": "peer"}
     gw = {"apiVersion": "networking.liqo.io/v1beta1", "kind": "GatewayServer",
@@ -420,31 +422,31 @@ def test_the_ipam_remap_reruns_a_gateway_that_read_none(tmp_path, path):
     conf = {"apiVersion": "networking.liqo.io/v1beta1", "kind": "Configuration",
             "metadata": {"name": "c", "namespace": "t", "uid": "u-c", "resourceVersion": "1", "labels": labels},
             "spec": {"remote": {"cidr": {"pod": ["10.243.0.0/16"]}}}}
-    assert "status.remote" in eng._read_fields("Configuration")  # pylint: disable=protected-access
+    assert "status.remote" in informers.read_fields(eng.entries, "Configuration")
     caches = {k: {} for k in eng.kinds()}
     cs.informers = {k: types.SimpleNamespace(cache=c) for k, c in caches.items()}
     caches["GatewayServer"]["t/s"], caches["Configuration"]["t/c"] = gw, conf
     entry = eng.by_kind["GatewayServer"]
-    eng._on_event(cs, "GatewayServer", "ADDED", gw, None)  # pylint: disable=protected-access
+    eng.reactor.on_event(cs, "GatewayServer", "ADDED", gw, None)
     key = entry.work_key("a", gw, eng.node_name)
     assert eng.queue.pending_keys() == [key]
-    _entry, _objs, hashes = eng.current(cs, key)              # its run read no remap, and succeeded
-    cs.applied[key] = eng.applied_repr(entry, hashes)
+    _entry, _objs, hashes = eng.inputs.current(cs, key)              # its run read no remap, and succeeded
+    cs.applied[key] = applied_repr(entry, hashes)
     eng.queue = type(eng.queue)(debounce=0.1)
 
     remapped = dict(conf, metadata=dict(conf["metadata"], resourceVersion="2"),
                     status={"remote": {"cidr": {"pod": ["10.0.0.0/16"]}}})
     caches["Configuration"]["t/c"] = remapped
-    eng._on_event(cs, "Configuration", "MODIFIED", remapped, conf)  # pylint: disable=protected-access
+    eng.reactor.on_event(cs, "Configuration", "MODIFIED", remapped, conf)
     assert key in eng.queue.pending_keys()
-    _entry, _objs, hashes = eng.current(cs, key)
-    cs.applied[key] = eng.applied_repr(entry, hashes)
+    _entry, _objs, hashes = eng.inputs.current(cs, key)
+    cs.applied[key] = applied_repr(entry, hashes)
     eng.queue = type(eng.queue)(debounce=0.1)
 
     conditions = dict(remapped, metadata=dict(conf["metadata"], resourceVersion="3"),
                       status=dict(remapped["status"], conditions=[{"type": "NetworkCIDRsConfigured", "status": "True"}]))
     caches["Configuration"]["t/c"] = conditions
-    eng._on_event(cs, "Configuration", "MODIFIED", conditions, remapped)  # pylint: disable=protected-access
+    eng.reactor.on_event(cs, "Configuration", "MODIFIED", conditions, remapped)
     assert key not in eng.queue.pending_keys()
 
 
@@ -470,19 +472,112 @@ def test_a_gateway_standby_runs_nothing_before_its_warm_up_is_due(tmp_path):
     from controller.engine import Engine  # pylint: disable=import-outside-toplevel
     from controller.workqueue import Item  # pylint: disable=import-outside-toplevel
     kc = _unreachable_kubeconfig(tmp_path)
+    from controller.gateway_standby import GatewayStandby  # pylint: disable=import-outside-toplevel
+    gateway = {"kind": "GatewayClient", "namespace": "t", "name": "c"}
     eng = Engine(watchmap.load(os.path.join(ROOT, "controller", "watches-in-cluster.yaml")), {"a": str(kc)}, ROOT,
-                 str(tmp_path / "rt"), state_configmap=False, warm_runner=False, mode="gateway", node_name="n1",
-                 gateway={"kind": "GatewayClient", "namespace": "t", "name": "c"}, standby_warmup_delay=30)
+                 str(tmp_path / "rt"), state_configmap=False, warm_runner=False,
+                 mode=modes.make("gateway", node_name="n1", gateway=gateway, standby_warmup_delay=30))
     cs = eng.clusters["a"]
     item = Item(key="a/gateway-pod", lock="a/gateway-pod", cluster="a", priority=0, ready_at=0.0, first_at=0.0)
-    assert not cs.acting() and not eng._eligible(item)  # pylint: disable=protected-access
+    assert not cs.acting() and not eng.executor.eligible(item)
     cs.leader.is_leader = lambda: True                 # the Lease holder: at once
-    assert eng._eligible(item)  # pylint: disable=protected-access
+    assert eng.executor.eligible(item)
     cs.leader.is_leader = lambda: False
-    eng.standby_warmup_at = time.monotonic() - 1       # the delay passed: the standby warms up
-    assert eng._eligible(item)  # pylint: disable=protected-access
+    standby = next(f for f in eng.features if isinstance(f, GatewayStandby))
+    standby.warmup_at = time.monotonic() - 1           # the delay passed: the standby warms up
+    assert eng.executor.eligible(item)
     # without the flag a standby works at once, as before
     eng0 = Engine(watchmap.load(os.path.join(ROOT, "controller", "watches-in-cluster.yaml")), {"a": str(kc)}, ROOT,
-                  str(tmp_path / "rt0"), state_configmap=False, warm_runner=False, mode="gateway", node_name="n1",
-                  gateway={"kind": "GatewayClient", "namespace": "t", "name": "c"})
-    assert not eng0.clusters["a"].acting() and eng0._eligible(item)  # pylint: disable=protected-access
+                  str(tmp_path / "rt0"), state_configmap=False, warm_runner=False,
+                  mode=modes.make("gateway", node_name="n1", gateway=gateway))
+    assert not eng0.clusters["a"].acting() and eng0.executor.eligible(item)
+
+
+def test_a_modes_features_get_their_work_items_and_events_and_stop_in_reverse(tmp_path):
+    """The engine holds no feature of its own: a mode registers them; an item whose key has a feature's prefix goes
+    to that feature (no reconcile, no record), every event reaches every feature before the engine makes work of
+    it, and the engine stops them in the reverse order of their registration."""
+    import types  # pylint: disable=import-outside-toplevel
+    from controller.engine import Engine  # pylint: disable=import-outside-toplevel
+    from controller.engine.feature import Feature  # pylint: disable=import-outside-toplevel
+    from controller.engine.mode import Mode  # pylint: disable=import-outside-toplevel
+    from controller.workqueue import Item  # pylint: disable=import-outside-toplevel
+    calls = []
+
+    class Recorder(Feature):
+        def __init__(self, name, prefix=""):
+            self.name, self.key_prefix = name, prefix
+
+        def process(self, cs, item):
+            calls.append((self.name, "process", item.key))
+
+        def on_event(self, cs, kind, etype, obj, old):
+            calls.append((self.name, "event", kind, eng.queue.pending_keys()))
+
+        def stop(self):
+            calls.append((self.name, "stop"))
+
+    class TwoFeatures(Mode):
+        def features(self, engine):
+            return [Recorder("first", "first:"), Recorder("second")]
+
+    eng = Engine(watchmap.load(watchmap.DEFAULT_PATH), {"a": str(_unreachable_kubeconfig(tmp_path))}, ROOT,
+                 str(tmp_path / "rt"), leader_elect=False, state_configmap=False, warm_runner=False, mode=TwoFeatures())
+    cs = eng.clusters["a"]
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "uid": "u-n1", "resourceVersion": "1"}}
+    cs.informers = {"Node": types.SimpleNamespace(cache={"n1": node})}
+    eng.executor.process(Item("first:x", "first:x", "a", 0, 0.0, 0.0))
+    eng.reactor.on_event(cs, "Node", "ADDED", node, None)
+    assert eng.queue.pending_keys() == ["a/overlay"]
+    cs.informers = {}
+    eng.shutdown(timeout=0.1)
+    assert calls == [("first", "process", "first:x"), ("first", "event", "Node", []), ("second", "event", "Node", []),
+                     ("second", "stop"), ("first", "stop")]
+
+
+def test_a_gateway_pods_takeover_and_lost_lease_keep_their_order(tmp_path, monkeypatch):
+    """Gateway mode's features on the Lease: taken, the client's tunnel is activated before the pod is labelled
+    active, then the probe starts, the waiting zygote starts and every key runs by force; lost, the probe stops
+    before the label comes off, the links go, and the pod exits to restart as a standby."""
+    import signal  # pylint: disable=import-outside-toplevel
+    import types  # pylint: disable=import-outside-toplevel
+    from controller import gateway_ha, peer_health  # pylint: disable=import-outside-toplevel
+    from controller.engine import Engine  # pylint: disable=import-outside-toplevel
+    calls = []
+    monkeypatch.setattr(gateway_ha, "mark", lambda api, ns, pod, active: calls.append(("mark", active)))
+    monkeypatch.setattr(gateway_ha, "drop_links", lambda: calls.append(("drop_links",)))
+    monkeypatch.setattr(gateway_ha, "activate_client", lambda gw, cid: calls.append(("activate", cid)))
+    monkeypatch.setattr(gateway_ha.os, "kill", lambda pid, sig: calls.append(("kill", sig)))
+
+    class Probe:
+        def __init__(self, api, gateway, cluster_id):
+            self.cluster_id = cluster_id
+
+        def start(self):
+            calls.append(("probe", self.cluster_id()))
+
+        def stop(self):
+            calls.append(("probe stopped",))
+
+        def is_alive(self):
+            return True
+    monkeypatch.setattr(peer_health, "GatewayHealth", Probe)
+    gateway = {"kind": "GatewayClient", "namespace": "t", "name": "c"}
+    eng = Engine(watchmap.load(os.path.join(ROOT, "controller", "watches-in-cluster.yaml")),
+                 {"a": str(_unreachable_kubeconfig(tmp_path))}, ROOT, str(tmp_path / "rt"), warm_runner=False,
+                 mode=modes.make("gateway", node_name="n1", gateway=gateway))
+    cs = eng.clusters["a"]
+    eng.features[0]._cluster_ids["a"] = "cid-a"  # pylint: disable=protected-access
+    synced = threading.Event()
+    synced.set()
+    cs.informers = {"GatewayClient": types.SimpleNamespace(cache={"t/c": {"metadata": {"name": "c", "namespace": "t"}}},
+                                                           synced=synced)}
+    eng.runner.prestart = lambda: calls.append(("prestart",))
+    cs.key_entry["a/gateway-pod"] = eng.by_kind["GatewayClient"]
+    eng.consider = lambda c, key, prio, reason, force=False: calls.append(("consider", key, reason, force))
+    eng._on_lead(cs)  # pylint: disable=protected-access
+    assert calls == [("activate", "cid-a"), ("mark", True), ("probe", "cid-a"), ("prestart",),
+                     ("consider", "a/gateway-pod", "gateway pod active", True)]
+    del calls[:]
+    eng._leadership(cs, False)  # pylint: disable=protected-access
+    assert calls == [("probe stopped",), ("mark", False), ("drop_links",), ("kill", signal.SIGTERM)]
