@@ -4,7 +4,7 @@
 
 The apiserver calls it whenever an object of networking.liqo.io is read or written in a version other
 than the one it is stored in (v1beta1). The conversion itself is the collection's
-``module_utils.crd_conversion``; a review is all or nothing: one object that cannot be converted fails
+``module_utils.api.conversion``; a review is all or nothing: one object that cannot be converted fails
 the whole review with a message naming the object, the field and the value (the apiserver then refuses
 the request, nothing is written).
 """
@@ -21,7 +21,7 @@ from controller import ensure_collection_importable
 
 ensure_collection_importable()
 # pylint: disable=wrong-import-position
-from ansible_collections.liqo.fabric.plugins.module_utils.crd_conversion import ConversionError, convert  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils.api.conversion import ConversionError, convert  # noqa: E402
 
 log = logging.getLogger("liqo-fabric.conversion")
 REVIEW_API = "apiextensions.k8s.io/v1"

@@ -36,11 +36,14 @@ from controller import ensure_collection_importable
 
 ensure_collection_importable()
 # pylint: disable=wrong-import-position
-from ansible_collections.liqo.fabric.plugins.module_utils import peer_health_daemon as phd  # noqa: E402
-from ansible_collections.liqo.fabric.plugins.module_utils import routing  # noqa: E402
-from ansible_collections.liqo.fabric.plugins.module_utils.nftables import Nft, NftError  # noqa: E402
-from ansible_collections.liqo.fabric.plugins.module_utils.wireguard import (  # noqa: E402
-    RUN_DIR, KernelBackend, UserspaceBackend, WireGuardError, split_endpoint)
+from ansible_collections.liqo.fabric.plugins.module_utils.health import daemon as phd  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils.nft.client import Nft, NftError  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils.route import netlink  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils.route import policy as routing  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.errors import WireGuardError  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.kernel import KernelBackend  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.userspace import RUN_DIR, UserspaceBackend  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.validation import split_endpoint  # noqa: E402
 
 CLONE_NEWNET = 0x40000000
 NETNS_DIR = "/var/run/netns"
@@ -96,10 +99,10 @@ def _named(v) -> dict:
 def read_links(sock) -> dict:
     """{ifname: mtu} of the namespace (one RTM_GETLINK dump)."""
     out = {}
-    for p in sock.dump(routing.RTM_GETLINK, struct.pack("=BxHiII", 0, 0, 0, 0, 0)):
-        attrs = routing._parse_attrs(p, 16, len(p))  # pylint: disable=protected-access
-        if routing.IFLA_IFNAME in attrs:
-            name = bytes(attrs[routing.IFLA_IFNAME]).rstrip(b"\0").decode()
+    for p in sock.dump(netlink.RTM_GETLINK, struct.pack("=BxHiII", 0, 0, 0, 0, 0)):
+        attrs = netlink._parse_attrs(p, 16, len(p))  # pylint: disable=protected-access
+        if netlink.IFLA_IFNAME in attrs:
+            name = bytes(attrs[netlink.IFLA_IFNAME]).rstrip(b"\0").decode()
             out[name] = struct.unpack("=I", bytes(attrs[IFLA_MTU])[:4])[0] if IFLA_MTU in attrs else None
     return out
 
@@ -159,7 +162,7 @@ def check_target(target: dict, run_dir: str = RUN_DIR) -> List[str]:
     routes, rules = _as_list(target.get("routes")), _as_list(target.get("rules"))
     tables = _as_list(target.get("nft_tables"))
     if links or wg or routes or rules:
-        with routing.RtnlSocket() as sock:
+        with netlink.RtnlSocket() as sock:
             have_links = read_links(sock)
             for spec in links:
                 name = spec.get("name")
@@ -167,7 +170,7 @@ def check_target(target: dict, run_dir: str = RUN_DIR) -> List[str]:
                     diffs.append(f"{where}: link {name} is missing")
                 elif spec.get("mtu") and have_links[name] != int(spec["mtu"]):
                     diffs.append(f"{where}: link {name} has MTU {have_links[name]}, expected {spec['mtu']}")
-            index = routing.read_links(sock) if routes else {}
+            index = netlink.read_links(sock) if routes else {}
             for spec in routes:
                 table = int(spec.get("table", routing.DEFAULT_TABLE))
                 current = routing.read_routes(sock, table, index)
@@ -252,7 +255,7 @@ def dataplane(manifest, context: Optional[dict] = None, kind: Optional[str] = No
             continue
         try:
             diffs.extend(in_netns(netns, lambda t=target: check_target(t)))
-        except (OSError, routing.NetlinkError, TimeoutError) as exc:
+        except (OSError, netlink.NetlinkError, TimeoutError) as exc:
             diffs.append(CheckFailure(f"{where}: check failed: {exc}"))
     return diffs
 

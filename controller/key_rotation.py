@@ -5,7 +5,7 @@ Secret's ``networking.liqo.io/keys-rotated-at``, else the Secret's creation) has
 The rotation needs both clusters (each side's next public key goes to the other's PublicKey), so the
 controller runs it when it serves the peer cluster too (``--cluster a=… --cluster b=…``, with an inventory
 whose gateway groups are ``cluster_<name>_gateway``). A due rotation is a work item of the gateway's cluster,
-locked with that cluster's gateway host; the schedule logic is module_utils/key_rotation.py."""
+locked with that cluster's gateway host; the schedule logic is module_utils/gateway/key_rotation.py."""
 from __future__ import annotations
 
 import datetime
@@ -19,9 +19,9 @@ from controller.workqueue import PRIO_RESYNC
 
 ensure_collection_importable()
 # pylint: disable=wrong-import-position
-from ansible_collections.liqo.fabric.plugins.module_utils import key_rotation as kr  # noqa: E402
-from ansible_collections.liqo.fabric.plugins.module_utils.gateway import secret_name  # noqa: E402
-from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import REMOTE_CLUSTER_ID_LABEL  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils.gateway import key_rotation as kr  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils.gateway.plan import secret_name  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils.kube.client import REMOTE_CLUSTER_ID_LABEL  # noqa: E402
 
 log = logging.getLogger("controller.key_rotation")
 PREFIX = "rotate:"

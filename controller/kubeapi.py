@@ -1,6 +1,6 @@
 # Copyright: (c) 2026, liqo.fabric developers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The controller's view of one cluster, on the collection's REST client (module_utils.kube_rest: the same
+"""The controller's view of one cluster, on the collection's REST client (module_utils.kube.rest: the same
 kubeconfig loading, exec credentials, proxies and errors as the modules), and informers (list + watch).
 
 Raw dicts, no model classes: list/watch of thousands of objects stays cheap. Credentials come from a
@@ -22,7 +22,7 @@ from controller.watchmap import Resource
 
 ensure_collection_importable()
 # pylint: disable=wrong-import-position
-from ansible_collections.liqo.fabric.plugins.module_utils.kube_rest import (  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils.kube.rest import (  # noqa: E402
     ApiError, Connection, KubeConfigError, Unreachable)
 
 log = logging.getLogger("controller.kube")

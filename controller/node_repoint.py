@@ -21,9 +21,9 @@ from controller import ensure_collection_importable
 
 ensure_collection_importable()
 # pylint: disable=wrong-import-position
-from ansible_collections.liqo.fabric.plugins.module_utils import overlay_dataplane  # noqa: E402
-from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import Kube, KubeError  # noqa: E402
-from ansible_collections.liqo.fabric.plugins.module_utils.overlay_incluster import (  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils.overlay import dataplane as overlay_dataplane  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils.kube.client import Kube, KubeError  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils.overlay.incluster import (  # noqa: E402
     TABLE, OverlayPlanError, gather, plan_node)
 
 log = logging.getLogger(__name__)

@@ -1,5 +1,5 @@
 """The live peer health inside the active gateway pod (docs/health.md): a thread running the same prober as the
-agentless probe process (plugins/module_utils/peer_health.py), writing the gateway's Connection and feeding
+agentless probe process (plugins/module_utils/health/prober.py), writing the gateway's Connection and feeding
 the pod's /metrics with Liqo's peer metrics (labels driver, cluster_id).
 
 The engine starts it when the pod becomes the active one and stops it when the pod stops or loses the Lease:
@@ -14,12 +14,12 @@ import threading
 import time
 from typing import Callable, Optional
 
-from ansible_collections.liqo.fabric.plugins.module_utils import gateway as gwplan
-from ansible_collections.liqo.fabric.plugins.module_utils import peer_health as ph
-from ansible_collections.liqo.fabric.plugins.module_utils import peer_health_metrics as phm
-from ansible_collections.liqo.fabric.plugins.module_utils import peer_health_status as phs
-from ansible_collections.liqo.fabric.plugins.module_utils import wireguard_session as wgs
-from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import (
+from ansible_collections.liqo.fabric.plugins.module_utils.gateway import plan as gwplan
+from ansible_collections.liqo.fabric.plugins.module_utils.health import prober as ph
+from ansible_collections.liqo.fabric.plugins.module_utils.health import metrics as phm
+from ansible_collections.liqo.fabric.plugins.module_utils.health import status as phs
+from ansible_collections.liqo.fabric.plugins.module_utils.wireguard import session as wgs
+from ansible_collections.liqo.fabric.plugins.module_utils.kube.client import (
     CLUSTER_ID_CONFIGMAP, LIQO_NAMESPACE, REMOTE_CLUSTER_ID_LABEL)
 
 log = logging.getLogger(__name__)
@@ -131,7 +131,7 @@ class GatewayHealth(threading.Thread):
 
     def _restart_session(self) -> None:
         """The peer went silent: restart the tunnel's WireGuard session, so a peer that came back (a new gateway
-        pod) is reached at the next handshake instead of after WireGuard's 15 s (module_utils/wireguard_session)."""
+        pod) is reached at the next handshake instead of after WireGuard's 15 s (module_utils/wireguard/session)."""
         with self.counter_lock:
             if self.counter:
                 self.counter.read()  # the re-added peer's counters start from 0: keep what was counted

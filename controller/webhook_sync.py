@@ -16,7 +16,7 @@ from controller import ensure_collection_importable
 
 ensure_collection_importable()
 # pylint: disable=wrong-import-position
-from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import ApiException, Kube, KubeError  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils.kube.client import ApiException, Kube, KubeError  # noqa: E402
 
 log = logging.getLogger("liqo-fabric.conversion")
 

@@ -82,7 +82,7 @@ NOT_SHIPPED = ("tests/", "molecule/", "hack/", "deploy/image/", ".ci/", "changel
                "Makefile", "pytest.ini", "requirements-test.txt", "ansible.cfg", ".ansible-lint", ".gitignore",
                "CONTRIBUTING.md")
 SHIPPED = ("meta/runtime.yml", "README.md", "requirements.txt", "playbooks/connect.yml", "plugins/modules/k8s_apply.py",
-           "plugins/module_utils/kube_client.py", "controller/__main__.py", "controller/watches.yaml",
+           "plugins/module_utils/kube/client.py", "controller/__main__.py", "controller/watches.yaml",
            "deploy/crds/networking.liqo.io_gatewayservers.yaml", "deploy/templates/wireguard-server.yaml",
            "changelogs/config.yaml", "tools/ansiballz_cache.py",
            *[f"roles/{r}/meta/argument_specs.yml" for r in ROLES])
@@ -130,17 +130,17 @@ def _sources(*trees):
 
 
 def test_one_kubernetes_client_for_the_modules_and_the_controller():
-    """Issue 19: one REST client (module_utils/kube_rest.py) for both; the old second client's dead names are gone."""
+    """Issue 19: one REST client (module_utils/kube/rest.py) for both; the old second client's dead names are gone."""
     client = re.compile(r"^\s*(import http\.client|from http import client|import urllib\.request|import urllib3|"
                         r"from urllib3|from kubernetes import client|from kubernetes\.client import ApiClient)", re.M)
     opened = [path for path, text in _sources("plugins", "controller") if client.search(text)]
-    assert opened == ["plugins/module_utils/kube_rest.py"], opened
+    assert opened == ["plugins/module_utils/kube/rest.py"], opened
     dead = [path for path, text in _sources("plugins", "controller", "tests")
             if re.search(r"\b(CORE_PLURALS|KUBERNETES_IMPORT_ERROR)\b", text) and not path.endswith(
                 "test_collection_layout.py")]
     assert not dead, dead
     with open(os.path.join(ROOT, "controller", "kubeapi.py"), encoding="utf-8") as f:
-        assert "from ansible_collections.liqo.fabric.plugins.module_utils.kube_rest import" in f.read()
+        assert "from ansible_collections.liqo.fabric.plugins.module_utils.kube.rest import" in f.read()
 
 
 def test_readme_configuration_table_is_short():
