@@ -100,91 +100,126 @@ def _int_in(value, field, lo, hi, what):
     return n
 
 
-def validate_interface(params, resolver=None):
-    """Module-style params -> InterfaceSpec. Collects every error (each naming its field) into one
-    ValidationError. `private_key` is a base64 string, or `private_key_file` a path."""
-    errors = []
+class _Errors(object):
+    """The validation errors of one input, each naming its field, raised together at the end."""
 
-    def check(fn, *a, **kw):
+    def __init__(self):
+        self.messages = []
+
+    def add(self, message):
+        self.messages.append(message)
+
+    def check(self, fn, *a, **kw):
+        """fn(*a, **kw), or None with its ValidationError kept."""
         try:
             return fn(*a, **kw)
         except ValidationError as e:
-            errors.append(str(e))
+            self.messages.append(str(e))
             return None
 
-    name = check(validate_ifname, params.get("name"))
-    priv = None
-    if params.get("private_key") is not None:
-        priv = check(decode_key, params["private_key"], "private_key", secret=True)
-    elif params.get("private_key_file") is not None:
-        priv = check(read_private_key_file, params["private_key_file"])
-    else:
-        errors.append("private_key: one of private_key or private_key_file is required")
+
+def validate_interface(params, resolver=None):
+    """Module-style params -> InterfaceSpec. Collects every error (each naming its field) into one
+    ValidationError. `private_key` is a base64 string, or `private_key_file` a path."""
+    errors = _Errors()
+    name = errors.check(validate_ifname, params.get("name"))
+    priv = _private_key(params, errors)
     own_pub = encode_key(public_key_bytes(priv)) if priv is not None else None
 
     listen_port = params.get("listen_port")
     if listen_port is not None:
-        listen_port = check(_int_in, listen_port, "listen_port", 0, 65535, "a port (0-65535)")
+        listen_port = errors.check(_int_in, listen_port, "listen_port", 0, 65535, "a port (0-65535)")
     fwmark = params.get("fwmark")
     if fwmark is not None:
-        fwmark = check(_int_in, fwmark, "fwmark", 0, 0xFFFFFFFF, "a 32-bit fwmark")
+        fwmark = errors.check(_int_in, fwmark, "fwmark", 0, 0xFFFFFFFF, "a 32-bit fwmark")
     mtu = params.get("mtu")
-    mtu = DEFAULT_MTU if mtu is None else check(_int_in, mtu, "mtu", 576, 65535, "an MTU (576-65535)")
+    mtu = DEFAULT_MTU if mtu is None else errors.check(_int_in, mtu, "mtu", 576, 65535, "an MTU (576-65535)")
+    addresses = _addresses(params.get("addresses"), errors)
+    peers = _peers(params.get("peers") or [], own_pub, resolver, errors)
 
-    addresses = params.get("addresses")
-    if addresses is not None:
-        norm = []
-        for i, a in enumerate(addresses):
-            n = check(normalize_interface_address, a, "addresses[%d]" % i)
-            if n is not None and n in norm:
-                errors.append("addresses[%d]: %r is listed twice" % (i, a))
-            elif n is not None:
-                norm.append(n)
-        addresses = sorted(norm)
+    if errors.messages:
+        raise ValidationError("; ".join(errors.messages))
+    return InterfaceSpec(name, priv, listen_port, fwmark, mtu, addresses, peers, bool(params.get("exclusive")))
 
-    peers = []
+
+def _private_key(params, errors):
+    """The private key (32 bytes) from `private_key` (base64) or `private_key_file` (a path), else None."""
+    if params.get("private_key") is not None:
+        return errors.check(decode_key, params["private_key"], "private_key", secret=True)
+    if params.get("private_key_file") is not None:
+        return errors.check(read_private_key_file, params["private_key_file"])
+    errors.add("private_key: one of private_key or private_key_file is required")
+    return None
+
+
+def _addresses(addresses, errors):
+    """The interface's addresses normalized and sorted; None (not managed) stays None."""
+    if addresses is None:
+        return None
+    norm = []
+    for i, a in enumerate(addresses):
+        n = errors.check(normalize_interface_address, a, "addresses[%d]" % i)
+        if n is not None and n in norm:
+            errors.add("addresses[%d]: %r is listed twice" % (i, a))
+        elif n is not None:
+            norm.append(n)
+    return sorted(norm)
+
+
+def _peers(peers, own_pub, resolver, errors):
+    """PeerSpecs of the `peers` entries. A public key is used once and is not the interface's own; an allowed IP
+    belongs to one peer."""
+    out = []
     seen_keys = {}
     owner_of = {}
-    for i, p in enumerate(params.get("peers") or []):
+    for i, p in enumerate(peers):
         f = "peers[%d]" % i
         if not isinstance(p, dict):
-            errors.append("%s: expected a dict" % f)
+            errors.add("%s: expected a dict" % f)
             continue
-        pub = p.get("public_key")
-        if pub is None:
-            errors.append("%s.public_key: is required" % f)
-        elif check(decode_key, pub, f + ".public_key") is not None:
-            pub = pub.strip()
-            if pub in seen_keys:
-                errors.append("%s.public_key: %r is already used by peers[%d]" % (f, pub, seen_keys[pub]))
-            elif pub == own_pub:
-                errors.append("%s.public_key: %r is the interface's own public key" % (f, pub))
-            seen_keys[pub] = i
-        else:
-            pub = None
+        pub = _peer_key(p.get("public_key"), f, i, own_pub, seen_keys, errors)
         endpoint = None
         if p.get("endpoint") not in (None, ""):
-            endpoint = check(resolve_endpoint, p["endpoint"], f + ".endpoint", resolver)
-        allowed = []
-        for j, cidr in enumerate(p.get("allowed_ips") or []):
-            fj = "%s.allowed_ips[%d]" % (f, j)
-            n = check(normalize_cidr, cidr, fj)
-            if n is None:
-                continue
-            if n in owner_of:
-                errors.append("%s: %r is already routed to %s (an allowed IP belongs to one peer)" % (fj, cidr, owner_of[n]))
-                continue
-            owner_of[n] = f
-            allowed.append(n)
+            endpoint = errors.check(resolve_endpoint, p["endpoint"], f + ".endpoint", resolver)
+        allowed = _allowed_ips(p.get("allowed_ips") or [], f, owner_of, errors)
         keepalive = p.get("persistent_keepalive")
-        keepalive = 0 if keepalive is None else check(_int_in, keepalive, f + ".persistent_keepalive", 0, 65535,
-                                                      "a keepalive interval in seconds (0-65535)")
+        keepalive = 0 if keepalive is None else errors.check(_int_in, keepalive, f + ".persistent_keepalive", 0, 65535,
+                                                             "a keepalive interval in seconds (0-65535)")
         psk = None
         if p.get("preshared_key") is not None:
-            psk = check(decode_key, p["preshared_key"], f + ".preshared_key", secret=True)
+            psk = errors.check(decode_key, p["preshared_key"], f + ".preshared_key", secret=True)
         if pub is not None:
-            peers.append(PeerSpec(pub, endpoint, sorted(allowed, key=_cidr_sort_key), keepalive or 0, psk))
+            out.append(PeerSpec(pub, endpoint, sorted(allowed, key=_cidr_sort_key), keepalive or 0, psk))
+    return out
 
-    if errors:
-        raise ValidationError("; ".join(errors))
-    return InterfaceSpec(name, priv, listen_port, fwmark, mtu, addresses, peers, bool(params.get("exclusive")))
+
+def _peer_key(pub, f, i, own_pub, seen_keys, errors):
+    """Peer `i`'s public key (base64, stripped), or None when it is missing or not a key."""
+    if pub is None:
+        errors.add("%s.public_key: is required" % f)
+        return None
+    if errors.check(decode_key, pub, f + ".public_key") is None:
+        return None
+    pub = pub.strip()
+    if pub in seen_keys:
+        errors.add("%s.public_key: %r is already used by peers[%d]" % (f, pub, seen_keys[pub]))
+    elif pub == own_pub:
+        errors.add("%s.public_key: %r is the interface's own public key" % (f, pub))
+    seen_keys[pub] = i
+    return pub
+
+
+def _allowed_ips(cidrs, f, owner_of, errors):
+    """The peer's allowed IPs normalized; one routed to an earlier peer (`owner_of`) is an error."""
+    allowed = []
+    for j, cidr in enumerate(cidrs):
+        fj = "%s.allowed_ips[%d]" % (f, j)
+        n = errors.check(normalize_cidr, cidr, fj)
+        if n is None:
+            continue
+        if n in owner_of:
+            errors.add("%s: %r is already routed to %s (an allowed IP belongs to one peer)" % (fj, cidr, owner_of[n]))
+            continue
+        owner_of[n] = f
+        allowed.append(n)
+    return allowed
