@@ -17,11 +17,7 @@ import sys
 import threading
 import time
 
-from controller import ensure_collection_importable
-
-ensure_collection_importable()
-# pylint: disable=wrong-import-position
-from ansible_collections.liqo.fabric.plugins.module_utils.api.conversion import ConversionError, convert  # noqa: E402
+from controller.library import api_conversion
 
 log = logging.getLogger("liqo-fabric.conversion")
 REVIEW_API = "apiextensions.k8s.io/v1"
@@ -42,8 +38,8 @@ def review(body: dict) -> dict:
     converted = []
     for obj in request.get("objects") or []:
         try:
-            converted.append(convert(obj, desired))
-        except ConversionError as exc:
+            converted.append(api_conversion.convert(obj, desired))
+        except api_conversion.ConversionError as exc:
             meta = obj.get("metadata", {}) if isinstance(obj, dict) else {}
             name = "%s %s/%s" % (obj.get("kind") if isinstance(obj, dict) else "?", meta.get("namespace", ""), meta.get("name", ""))
             return _response(uid, failure="cannot convert %s to %s: %s" % (name, desired, exc))

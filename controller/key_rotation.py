@@ -13,15 +13,10 @@ import logging
 import os
 from typing import Dict, List, Optional
 
-from controller import ensure_collection_importable
+from controller.library import gateway_key_rotation as kr
+from controller.library import gateway_plan, kube_client
 from controller.watchmap import RESOURCES
 from controller.workqueue import PRIO_RESYNC
-
-ensure_collection_importable()
-# pylint: disable=wrong-import-position
-from ansible_collections.liqo.fabric.plugins.module_utils.gateway import key_rotation as kr  # noqa: E402
-from ansible_collections.liqo.fabric.plugins.module_utils.gateway.plan import secret_name  # noqa: E402
-from ansible_collections.liqo.fabric.plugins.module_utils.kube.client import REMOTE_CLUSTER_ID_LABEL  # noqa: E402
 
 log = logging.getLogger("controller.key_rotation")
 PREFIX = "rotate:"
@@ -67,7 +62,7 @@ class KeyRotation:
 
     def peer_of(self, gateway: dict) -> Optional[str]:
         """The name of the controller's cluster whose id the gateway's remote-cluster-id label names."""
-        want = ((gateway.get("metadata") or {}).get("labels") or {}).get(REMOTE_CLUSTER_ID_LABEL)
+        want = ((gateway.get("metadata") or {}).get("labels") or {}).get(kube_client.REMOTE_CLUSTER_ID_LABEL)
         for name, cs in self.engine.clusters.items():
             if want and self.cluster_id(cs) == want:
                 return name
@@ -77,7 +72,7 @@ class KeyRotation:
         meta = gateway.get("metadata") or {}
         if kr.PERIOD_ANNOTATION not in (meta.get("annotations") or {}):
             return {"due": False}
-        secret = cs.api.get(RESOURCES["Secret"], meta.get("namespace"), secret_name(gateway["kind"], meta.get("name")))
+        secret = cs.api.get(RESOURCES["Secret"], meta.get("namespace"), gateway_plan.secret_name(gateway["kind"], meta.get("name")))
         return kr.schedule(gateway, secret, now)
 
     def check(self, now: Optional[datetime.datetime] = None) -> List[str]:

@@ -17,13 +17,11 @@ import threading
 import time
 from typing import Callable, Dict, Optional
 
-from controller import ensure_collection_importable
+from controller.library import kube_rest
 from controller.watchmap import Resource
 
-ensure_collection_importable()
-# pylint: disable=wrong-import-position
-from ansible_collections.liqo.fabric.plugins.module_utils.kube.rest import (  # noqa: E402
-    ApiError, Connection, KubeConfigError, Unreachable)
+# kube_rest's errors, under the names the controller's modules import from here
+ApiError, KubeConfigError, Unreachable = kube_rest.ApiError, kube_rest.KubeConfigError, kube_rest.Unreachable
 
 log = logging.getLogger("controller.kube")
 
@@ -48,7 +46,7 @@ class ClusterAPI:
     # ------------------------------------------------------------------ credentials
     def _load(self) -> None:
         mtime = os.stat(self.kubeconfig).st_mtime_ns if self.kubeconfig else None
-        conn = Connection.load(self.kubeconfig, self.context, timeout=self.timeout)
+        conn = kube_rest.Connection.load(self.kubeconfig, self.context, timeout=self.timeout)
         with self._lock:
             old = getattr(self, "conn", None)
             self.conn, self.host, self._mtime = conn, conn.url.rstrip("/"), mtime

@@ -14,13 +14,12 @@ import threading
 import time
 from typing import Callable, Optional
 
-from ansible_collections.liqo.fabric.plugins.module_utils.gateway import plan as gwplan
-from ansible_collections.liqo.fabric.plugins.module_utils.health import prober as ph
-from ansible_collections.liqo.fabric.plugins.module_utils.health import metrics as phm
-from ansible_collections.liqo.fabric.plugins.module_utils.health import status as phs
-from ansible_collections.liqo.fabric.plugins.module_utils.wireguard import session as wgs
-from ansible_collections.liqo.fabric.plugins.module_utils.kube.client import (
-    CLUSTER_ID_CONFIGMAP, LIQO_NAMESPACE, REMOTE_CLUSTER_ID_LABEL)
+from controller.library import gateway_plan as gwplan
+from controller.library import health_metrics as phm
+from controller.library import health_prober as ph
+from controller.library import health_status as phs
+from controller.library import kube_client
+from controller.library import wireguard_session as wgs
 
 log = logging.getLogger(__name__)
 STATUS_INTERVAL = 10.0
@@ -35,12 +34,12 @@ def target_of(gateway: dict, cluster_id: str) -> Optional[dict]:
     gid = gwplan.gateway_id(cluster_id, meta.get("namespace"), meta.get("name"), kind)
     return {"interface": gwplan.interface_name(gid), "address": gwplan.TRANSIT[gwplan.KINDS[kind]][1],
             "namespace": meta.get("namespace"), "connection_name": meta.get("name"),
-            "remote_cluster_id": (meta.get("labels") or {}).get(REMOTE_CLUSTER_ID_LABEL, ""),
+            "remote_cluster_id": (meta.get("labels") or {}).get(kube_client.REMOTE_CLUSTER_ID_LABEL, ""),
             "client": kind == "GatewayClient"}
 
 
 def read_cluster_id(api) -> str:
-    cm = api.request("GET", "/api/v1/namespaces/%s/configmaps/%s" % (LIQO_NAMESPACE, CLUSTER_ID_CONFIGMAP))
+    cm = api.request("GET", "/api/v1/namespaces/%s/configmaps/%s" % (kube_client.LIQO_NAMESPACE, kube_client.CLUSTER_ID_CONFIGMAP))
     return ((cm or {}).get("data") or {}).get("CLUSTER_ID", "")
 
 

@@ -140,7 +140,28 @@ def test_one_kubernetes_client_for_the_modules_and_the_controller():
                 "test_collection_layout.py")]
     assert not dead, dead
     with open(os.path.join(ROOT, "controller", "kubeapi.py"), encoding="utf-8") as f:
-        assert "from ansible_collections.liqo.fabric.plugins.module_utils.kube.rest import" in f.read()
+        assert "from controller.library import kube_rest" in f.read()
+    with open(os.path.join(ROOT, "controller", "library.py"), encoding="utf-8") as f:
+        assert "from ansible_collections.liqo.fabric.plugins.module_utils.kube import rest as kube_rest" in f.read()
+
+
+def test_the_controller_reaches_module_utils_through_controller_library_only():
+    """controller/library.py is the one controller file that imports the collection; the others import its modules
+    from there (`from controller.library import kube_client`) and call none of their private (_name) functions."""
+    from controller import library  # pylint: disable=import-outside-toplevel
+    direct = [path for path, text in _sources("controller")
+              if "ansible_collections.liqo.fabric.plugins" in text and path != "controller/library.py"]
+    assert not direct, direct
+    private, unknown = [], []
+    for path, text in _sources("controller"):
+        for names in re.findall(r"^from controller\.library import (.+)$", text, re.M):
+            for item in names.split(","):
+                name, _as, alias = item.strip().partition(" as ")
+                if name not in library.__all__:
+                    unknown.append(f"{path}: {name}")
+                private += [f"{path}: {m}" for m in re.findall(r"\b%s\._\w+" % re.escape(alias or name), text)]
+    assert not unknown, unknown
+    assert not private, private
 
 
 def test_readme_configuration_table_is_short():

@@ -31,7 +31,7 @@ NLMSGERR_ATTR_MSG = 1
 RTM_NEWLINK, RTM_GETLINK = 16, 18
 RTM_NEWROUTE, RTM_DELROUTE, RTM_GETROUTE = 24, 25, 26
 RTM_NEWRULE, RTM_DELRULE, RTM_GETRULE = 32, 33, 34
-IFLA_IFNAME = 3
+IFLA_IFNAME, IFLA_MTU = 3, 4
 
 _NLHDR = struct.Struct("=IHHII")
 _NLATTR = struct.Struct("=HH")
@@ -205,6 +205,17 @@ def read_links(sock: RtnlSocket) -> Dict[int, str]:
         if IFLA_IFNAME in attrs:
             links[index] = bytes(attrs[IFLA_IFNAME]).rstrip(b"\0").decode()
     return links
+
+
+def read_link_mtus(sock: RtnlSocket) -> Dict[str, Optional[int]]:
+    """{ifname: mtu} of the namespace (one RTM_GETLINK dump); None for a link that reports no MTU."""
+    out = {}
+    for p in sock.dump(RTM_GETLINK, struct.pack("=BxHiII", 0, 0, 0, 0, 0)):
+        attrs = _parse_attrs(p, 16, len(p))
+        if IFLA_IFNAME in attrs:
+            name = bytes(attrs[IFLA_IFNAME]).rstrip(b"\0").decode()
+            out[name] = _U32.unpack(bytes(attrs[IFLA_MTU])[:4])[0] if IFLA_MTU in attrs else None
+    return out
 
 
 # --- writes -------------------------------------------------------------------------------------------
