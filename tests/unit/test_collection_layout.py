@@ -1,5 +1,6 @@
 """The collection as Ansible's tooling sees it: meta/runtime.yml's action group and ansible-core range, every role's
 meta/argument_specs.yml against its defaults, no Galaxy dependencies, and what the built tarball ships."""
+import ast
 import glob
 import os
 import re
@@ -143,6 +144,18 @@ def test_one_kubernetes_client_for_the_modules_and_the_controller():
         assert "from controller.library import kube_rest" in f.read()
     with open(os.path.join(ROOT, "controller", "library.py"), encoding="utf-8") as f:
         assert "from ansible_collections.liqo.fabric.plugins.module_utils.kube import rest as kube_rest" in f.read()
+
+
+def test_module_utils_is_subpackages_whose_init_is_a_docstring_only():
+    """plugins/module_utils holds one subpackage per family and no loose file; each __init__.py says what the family
+    holds and imports nothing (a module run through AnsiballZ imports every package on its way)."""
+    top = os.path.join(ROOT, "plugins", "module_utils")
+    loose = sorted(n for n in os.listdir(top) if n.endswith(".py"))
+    assert not loose, loose
+    for family in sorted(n for n in os.listdir(top) if os.path.isdir(os.path.join(top, n)) and n != "__pycache__"):
+        with open(os.path.join(top, family, "__init__.py"), encoding="utf-8") as f:
+            body = ast.parse(f.read()).body
+        assert len(body) == 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant), family
 
 
 def test_the_controller_reaches_module_utils_through_controller_library_only():
