@@ -4,7 +4,7 @@
 
 The apiserver calls it whenever an object of networking.liqo.io is read or written in a version other
 than the one it is stored in (v1beta1). The conversion itself is the collection's
-``module_utils.crd_conversion``; a review is all or nothing: one object that cannot be converted fails
+``module_utils.api.conversion``; a review is all or nothing: one object that cannot be converted fails
 the whole review with a message naming the object, the field and the value (the apiserver then refuses
 the request, nothing is written).
 """
@@ -17,11 +17,7 @@ import sys
 import threading
 import time
 
-from controller import ensure_collection_importable
-
-ensure_collection_importable()
-# pylint: disable=wrong-import-position
-from ansible_collections.liqo.fabric.plugins.module_utils.crd_conversion import ConversionError, convert  # noqa: E402
+from controller.library import api_conversion
 
 log = logging.getLogger("liqo-fabric.conversion")
 REVIEW_API = "apiextensions.k8s.io/v1"
@@ -42,8 +38,8 @@ def review(body: dict) -> dict:
     converted = []
     for obj in request.get("objects") or []:
         try:
-            converted.append(convert(obj, desired))
-        except ConversionError as exc:
+            converted.append(api_conversion.convert(obj, desired))
+        except api_conversion.ConversionError as exc:
             meta = obj.get("metadata", {}) if isinstance(obj, dict) else {}
             name = "%s %s/%s" % (obj.get("kind") if isinstance(obj, dict) else "?", meta.get("namespace", ""), meta.get("name", ""))
             return _response(uid, failure="cannot convert %s to %s: %s" % (name, desired, exc))

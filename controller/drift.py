@@ -25,27 +25,19 @@ setns(2), through the collection's module_utils (rtnetlink dump, libnftables, th
 from __future__ import annotations
 
 import ctypes
-import struct
 import ipaddress
 import os
 import threading
 from typing import Callable, List, Optional
 
-from controller import ensure_collection_importable
+from controller.library import health_daemon as phd
+from controller.library import nft_client, route_netlink, route_policy
+from controller.library import wireguard_errors, wireguard_kernel, wireguard_userspace, wireguard_validation
 # a check's answer (controller.drift.CheckFailure, drift.failures: custom checks use them)
 from controller.manifest import CheckFailure, failures  # noqa: F401  pylint: disable=unused-import
 
-ensure_collection_importable()
-# pylint: disable=wrong-import-position
-from ansible_collections.liqo.fabric.plugins.module_utils import peer_health_daemon as phd  # noqa: E402
-from ansible_collections.liqo.fabric.plugins.module_utils import routing  # noqa: E402
-from ansible_collections.liqo.fabric.plugins.module_utils.nftables import Nft, NftError  # noqa: E402
-from ansible_collections.liqo.fabric.plugins.module_utils.wireguard import (  # noqa: E402
-    RUN_DIR, KernelBackend, UserspaceBackend, WireGuardError, split_endpoint)
-
 CLONE_NEWNET = 0x40000000
 NETNS_DIR = "/var/run/netns"
-IFLA_MTU = 4
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -87,20 +79,9 @@ def _named(v) -> dict:
     return v if isinstance(v, dict) else {"name": v}
 
 
-def read_links(sock) -> dict:
-    """{ifname: mtu} of the namespace (one RTM_GETLINK dump)."""
-    out = {}
-    for p in sock.dump(routing.RTM_GETLINK, struct.pack("=BxHiII", 0, 0, 0, 0, 0)):
-        attrs = routing._parse_attrs(p, 16, len(p))  # pylint: disable=protected-access
-        if routing.IFLA_IFNAME in attrs:
-            name = bytes(attrs[routing.IFLA_IFNAME]).rstrip(b"\0").decode()
-            out[name] = struct.unpack("=I", bytes(attrs[IFLA_MTU])[:4])[0] if IFLA_MTU in attrs else None
-    return out
-
-
 def _endpoint(value):
     try:
-        host, port = split_endpoint(value, "endpoint")
+        host, port = wireguard_validation.split_endpoint(value, "endpoint")
         return str(ipaddress.ip_address(host)), port
     except (ValueError, TypeError):
         return value
@@ -113,17 +94,17 @@ def _check_wireguard(where: str, spec: dict, links: dict, run_dir: str) -> List[
     diffs = []
     if spec.get("mtu") and links[name] != int(spec["mtu"]):
         diffs.append(f"{where}: wireguard interface {name} has MTU {links[name]}, expected {spec['mtu']}")
-    us = UserspaceBackend(name, run_dir)
+    us = wireguard_userspace.UserspaceBackend(name, run_dir)
     if os.path.exists(us.sock_path):
         if not us.socket_live():
             return diffs + [f"{where}: wireguard-go of {name} is not running"]
         try:
             dev = us.read()
-        except (OSError, WireGuardError) as exc:
+        except (OSError, wireguard_errors.WireGuardError) as exc:
             return diffs + [CheckFailure(f"{where}: cannot read wireguard {name}: {exc}")]
     elif spec.get("peers") or spec.get("listen_port"):
         try:
-            dev = KernelBackend(name).read()
+            dev = wireguard_kernel.KernelBackend(name).read()
         except Exception as exc:  # pylint: disable=broad-except  # pyroute2 missing, not a kernel device
             return diffs + [CheckFailure(f"{where}: cannot read wireguard {name}: {exc}")]
     else:
@@ -144,7 +125,7 @@ def _read_sysctl(name: str):
         return f.read().strip()
 
 
-def check_target(target: dict, run_dir: str = RUN_DIR) -> List[str]:
+def check_target(target: dict, run_dir: str = wireguard_userspace.RUN_DIR) -> List[str]:
     """Differences between one target of a manifest and the kernel (call inside the target's netns)."""
     where = target.get("netns") or "host"
     diffs: List[str] = []
@@ -153,26 +134,26 @@ def check_target(target: dict, run_dir: str = RUN_DIR) -> List[str]:
     routes, rules = _as_list(target.get("routes")), _as_list(target.get("rules"))
     tables = _as_list(target.get("nft_tables"))
     if links or wg or routes or rules:
-        with routing.RtnlSocket() as sock:
-            have_links = read_links(sock)
+        with route_netlink.RtnlSocket() as sock:
+            have_links = route_netlink.read_link_mtus(sock)
             for spec in links:
                 name = spec.get("name")
                 if name not in have_links:
                     diffs.append(f"{where}: link {name} is missing")
                 elif spec.get("mtu") and have_links[name] != int(spec["mtu"]):
                     diffs.append(f"{where}: link {name} has MTU {have_links[name]}, expected {spec['mtu']}")
-            index = routing.read_links(sock) if routes else {}
+            index = route_netlink.read_links(sock) if routes else {}
             for spec in routes:
-                table = int(spec.get("table", routing.DEFAULT_TABLE))
-                current = routing.read_routes(sock, table, index)
+                table = int(spec.get("table", route_policy.DEFAULT_TABLE))
+                current = route_policy.read_routes(sock, table, index)
                 have = {ipaddress.ip_network(r.dst, strict=False) for fam in current.values() for r in fam.values()}
                 for dst in _as_list(spec.get("dst")):
                     if ipaddress.ip_network(dst, strict=False) not in have:
                         diffs.append(f"{where}: route {dst} missing from table {table}")
             if rules:
-                owned = sorted({int(r.get("table", routing.DEFAULT_TABLE)) for r in rules if isinstance(r, dict)})
-                current = routing.read_rules(sock, owned)
-                have = {routing.rule_line(r) for fam in current.values() for r in fam}
+                owned = sorted({int(r.get("table", route_policy.DEFAULT_TABLE)) for r in rules if isinstance(r, dict)})
+                current = route_policy.read_rules(sock, owned)
+                have = {route_policy.rule_line(r) for fam in current.values() for r in fam}
                 for spec in rules:
                     line = spec.get("line") if isinstance(spec, dict) else spec
                     if line not in have:
@@ -193,7 +174,7 @@ def check_target(target: dict, run_dir: str = RUN_DIR) -> List[str]:
             diffs.append(f"{where}: the health probe process of {spec.get('interface')} is not running")
     if tables:
         try:
-            with Nft() as nft:
+            with nft_client.Nft() as nft:
                 for spec in tables:
                     family, name = spec.get("family", "ip"), spec.get("name")
                     data = nft.list_table_json(family, name)
@@ -203,7 +184,7 @@ def check_target(target: dict, run_dir: str = RUN_DIR) -> List[str]:
                     count = sum(1 for o in data.get("nftables", []) if "rule" in o)
                     if count < int(spec.get("rules", 0)):
                         diffs.append(f"{where}: nft table {family} {name} has {count} rule(s), expected {spec['rules']}")
-        except (NftError, OSError) as exc:
+        except (nft_client.NftError, OSError) as exc:
             diffs.append(CheckFailure(f"{where}: cannot read nftables: {exc}"))
     return diffs
 
@@ -246,7 +227,7 @@ def dataplane(manifest, context: Optional[dict] = None, kind: Optional[str] = No
             continue
         try:
             diffs.extend(in_netns(netns, lambda t=target: check_target(t)))
-        except (OSError, routing.NetlinkError, TimeoutError) as exc:
+        except (OSError, route_netlink.NetlinkError, TimeoutError) as exc:
             diffs.append(CheckFailure(f"{where}: check failed: {exc}"))
     return diffs
 

@@ -73,7 +73,7 @@ def drop_links() -> list:
 
 def activate_client(gateway: dict, cluster_id: str) -> list:
     """A client standby that took the Lease: its peer gets the endpoint of the GatewayClient and the keepalive
-    now (module_utils/wireguard_session.activate), so the handshake starts within a second of the takeover
+    now (module_utils/wireguard/session.activate), so the handshake starts within a second of the takeover
     instead of after the active pod's first playbook run, which follows and finds the peer as it plans it.
     [] when there is nothing to do: a tunnel not built yet, an endpoint the plan refuses (the caller passes
     GatewayClients only: a server's standby has no peer endpoint to set)."""

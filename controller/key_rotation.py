@@ -5,7 +5,7 @@ Secret's ``networking.liqo.io/keys-rotated-at``, else the Secret's creation) has
 The rotation needs both clusters (each side's next public key goes to the other's PublicKey), so the
 controller runs it when it serves the peer cluster too (``--cluster a=… --cluster b=…``, with an inventory
 whose gateway groups are ``cluster_<name>_gateway``). A due rotation is a work item of the gateway's cluster,
-locked with that cluster's gateway host; the schedule logic is module_utils/key_rotation.py."""
+locked with that cluster's gateway host; the schedule logic is module_utils/gateway/key_rotation.py."""
 from __future__ import annotations
 
 import datetime
@@ -13,16 +13,11 @@ import logging
 import os
 from typing import Dict, List, Optional
 
-from controller import ensure_collection_importable
 from controller.engine.feature import Feature
+from controller.library import gateway_key_rotation as kr
+from controller.library import gateway_plan, kube_client
 from controller.watchmap import RESOURCES
 from controller.workqueue import PRIO_RESYNC
-
-ensure_collection_importable()
-# pylint: disable=wrong-import-position
-from ansible_collections.liqo.fabric.plugins.module_utils import key_rotation as kr  # noqa: E402
-from ansible_collections.liqo.fabric.plugins.module_utils.gateway import secret_name  # noqa: E402
-from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import REMOTE_CLUSTER_ID_LABEL  # noqa: E402
 
 log = logging.getLogger("controller.key_rotation")
 PREFIX = "rotate:"
@@ -82,7 +77,7 @@ class KeyRotation(Feature):
 
     def peer_of(self, gateway: dict) -> Optional[str]:
         """The name of the controller's cluster whose id the gateway's remote-cluster-id label names."""
-        want = ((gateway.get("metadata") or {}).get("labels") or {}).get(REMOTE_CLUSTER_ID_LABEL)
+        want = ((gateway.get("metadata") or {}).get("labels") or {}).get(kube_client.REMOTE_CLUSTER_ID_LABEL)
         for name, cs in self.engine.clusters.items():
             if want and self.cluster_id(cs) == want:
                 return name
@@ -92,7 +87,7 @@ class KeyRotation(Feature):
         meta = gateway.get("metadata") or {}
         if kr.PERIOD_ANNOTATION not in (meta.get("annotations") or {}):
             return {"due": False}
-        secret = cs.api.get(RESOURCES["Secret"], meta.get("namespace"), secret_name(gateway["kind"], meta.get("name")))
+        secret = cs.api.get(RESOURCES["Secret"], meta.get("namespace"), gateway_plan.secret_name(gateway["kind"], meta.get("name")))
         return kr.schedule(gateway, secret, now)
 
     def check(self, now: Optional[datetime.datetime] = None) -> List[str]:

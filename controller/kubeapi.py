@@ -1,6 +1,6 @@
 # Copyright: (c) 2026, liqo.fabric developers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The controller's view of one cluster, on the collection's REST client (module_utils.kube_rest: the same
+"""The controller's view of one cluster, on the collection's REST client (module_utils.kube.rest: the same
 kubeconfig loading, exec credentials, proxies and errors as the modules), and informers (list + watch).
 
 Raw dicts, no model classes: list/watch of thousands of objects stays cheap. Credentials come from a
@@ -17,13 +17,11 @@ import threading
 import time
 from typing import Callable, Dict, Optional
 
-from controller import ensure_collection_importable
+from controller.library import kube_rest
 from controller.watchmap import Resource
 
-ensure_collection_importable()
-# pylint: disable=wrong-import-position
-from ansible_collections.liqo.fabric.plugins.module_utils.kube_rest import (  # noqa: E402
-    ApiError, Connection, KubeConfigError, Unreachable)
+# kube_rest's errors, under the names the controller's modules import from here
+ApiError, KubeConfigError, Unreachable = kube_rest.ApiError, kube_rest.KubeConfigError, kube_rest.Unreachable
 
 log = logging.getLogger("controller.kube")
 
@@ -48,7 +46,7 @@ class ClusterAPI:
     # ------------------------------------------------------------------ credentials
     def _load(self) -> None:
         mtime = os.stat(self.kubeconfig).st_mtime_ns if self.kubeconfig else None
-        conn = Connection.load(self.kubeconfig, self.context, timeout=self.timeout)
+        conn = kube_rest.Connection.load(self.kubeconfig, self.context, timeout=self.timeout)
         with self._lock:
             old = getattr(self, "conn", None)
             self.conn, self.host, self._mtime = conn, conn.url.rstrip("/"), mtime

@@ -12,16 +12,12 @@ from __future__ import annotations
 import os
 from typing import List, Optional
 
-from controller import ensure_collection_importable
 from controller.engine.mode import Lease, Mode
-
-ensure_collection_importable()   # the features plan and probe with the collection's module_utils
-# pylint: disable=wrong-import-position
-from controller.gateway_ha import GatewayHA  # noqa: E402
-from controller.gateway_standby import GatewayStandby  # noqa: E402
-from controller.key_rotation import KeyRotation  # noqa: E402
-from controller.node_repoint import NodeRepointFeature  # noqa: E402
-from controller.peer_health import PeerHealthFeature  # noqa: E402
+from controller.gateway_ha import GatewayHA
+from controller.gateway_standby import GatewayStandby
+from controller.key_rotation import KeyRotation
+from controller.node_repoint import NodeRepointFeature
+from controller.peer_health import PeerHealthFeature
 
 
 class ControllerMode(Mode):

@@ -17,15 +17,8 @@ import threading
 import time
 from typing import List, Optional
 
-from controller import ensure_collection_importable
 from controller.engine.feature import Feature
-
-ensure_collection_importable()
-# pylint: disable=wrong-import-position
-from ansible_collections.liqo.fabric.plugins.module_utils import overlay_dataplane  # noqa: E402
-from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import Kube, KubeError  # noqa: E402
-from ansible_collections.liqo.fabric.plugins.module_utils.overlay_incluster import (  # noqa: E402
-    TABLE, OverlayPlanError, gather, plan_node)
+from controller.library import kube_client, overlay_dataplane, overlay_incluster
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +34,7 @@ class NodeRepoint(threading.Thread):
         self.stop_event = stop
         self.options = options or {}
         self.wanted = threading.Event()
-        self._kube: Optional[Kube] = None
+        self._kube: Optional[kube_client.Kube] = None
 
     def kick(self) -> None:
         self.wanted.set()
@@ -68,19 +61,19 @@ class NodeRepoint(threading.Thread):
         """Plans and applies this node's overlay; returns overlay_dataplane's result."""
         started = time.monotonic()
         if self._kube is None:
-            self._kube = Kube(self.kubeconfig)
+            self._kube = kube_client.Kube(self.kubeconfig)
         kube = self._kube
         try:
             node = kube.get("Node", None, self.node_name)
             if node is None:
-                raise OverlayPlanError(f"node_name: '{self.node_name}' is not a Node of the cluster")
-            facts = gather(kube)
-        except KubeError as exc:
+                raise overlay_incluster.OverlayPlanError(f"node_name: '{self.node_name}' is not a Node of the cluster")
+            facts = overlay_incluster.gather(kube)
+        except kube_client.KubeError as exc:
             raise RuntimeError(f"the API: {exc}") from None
-        host = plan_node(node, facts, self.options.get("node_overlay_link_type") or "auto",
-                         self.options.get("node_overlay_incluster_mtu"),
-                         bool(self.options.get("node_overlay_masquerade_bypass", True)))
-        result = overlay_dataplane.sync_overlay_dataplane(host, table=TABLE, state="present")
+        host = overlay_incluster.plan_node(node, facts, self.options.get("node_overlay_link_type") or "auto",
+                                           self.options.get("node_overlay_incluster_mtu"),
+                                           bool(self.options.get("node_overlay_masquerade_bypass", True)))
+        result = overlay_dataplane.sync_overlay_dataplane(host, table=overlay_incluster.TABLE, state="present")
         if result["changed"]:
             pod = facts.get("pod") or {}
             log.info("overlay re-pointed in process", extra={"fields": {

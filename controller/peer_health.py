@@ -1,5 +1,5 @@
 """The live peer health inside the active gateway pod (docs/health.md): a thread running the same prober as the
-agentless probe process (plugins/module_utils/peer_health.py), writing the gateway's Connection and feeding
+agentless probe process (plugins/module_utils/health/prober.py), writing the gateway's Connection and feeding
 the pod's /metrics with Liqo's peer metrics (labels driver, cluster_id).
 
 The engine starts it when the pod becomes the active one and stops it when the pod stops or loses the Lease:
@@ -16,13 +16,12 @@ from typing import Callable, Dict, List, Optional
 
 from controller.engine.feature import Feature
 
-from ansible_collections.liqo.fabric.plugins.module_utils import gateway as gwplan
-from ansible_collections.liqo.fabric.plugins.module_utils import peer_health as ph
-from ansible_collections.liqo.fabric.plugins.module_utils import peer_health_metrics as phm
-from ansible_collections.liqo.fabric.plugins.module_utils import peer_health_status as phs
-from ansible_collections.liqo.fabric.plugins.module_utils import wireguard_session as wgs
-from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import (
-    CLUSTER_ID_CONFIGMAP, LIQO_NAMESPACE, REMOTE_CLUSTER_ID_LABEL)
+from controller.library import gateway_plan as gwplan
+from controller.library import health_metrics as phm
+from controller.library import health_prober as ph
+from controller.library import health_status as phs
+from controller.library import kube_client
+from controller.library import wireguard_session as wgs
 
 log = logging.getLogger(__name__)
 STATUS_INTERVAL = 10.0
@@ -37,12 +36,12 @@ def target_of(gateway: dict, cluster_id: str) -> Optional[dict]:
     gid = gwplan.gateway_id(cluster_id, meta.get("namespace"), meta.get("name"), kind)
     return {"interface": gwplan.interface_name(gid), "address": gwplan.TRANSIT[gwplan.KINDS[kind]][1],
             "namespace": meta.get("namespace"), "connection_name": meta.get("name"),
-            "remote_cluster_id": (meta.get("labels") or {}).get(REMOTE_CLUSTER_ID_LABEL, ""),
+            "remote_cluster_id": (meta.get("labels") or {}).get(kube_client.REMOTE_CLUSTER_ID_LABEL, ""),
             "client": kind == "GatewayClient"}
 
 
 def read_cluster_id(api) -> str:
-    cm = api.request("GET", "/api/v1/namespaces/%s/configmaps/%s" % (LIQO_NAMESPACE, CLUSTER_ID_CONFIGMAP))
+    cm = api.request("GET", "/api/v1/namespaces/%s/configmaps/%s" % (kube_client.LIQO_NAMESPACE, kube_client.CLUSTER_ID_CONFIGMAP))
     return ((cm or {}).get("data") or {}).get("CLUSTER_ID", "")
 
 
@@ -133,7 +132,7 @@ class GatewayHealth(threading.Thread):
 
     def _restart_session(self) -> None:
         """The peer went silent: restart the tunnel's WireGuard session, so a peer that came back (a new gateway
-        pod) is reached at the next handshake instead of after WireGuard's 15 s (module_utils/wireguard_session)."""
+        pod) is reached at the next handshake instead of after WireGuard's 15 s (module_utils/wireguard/session)."""
         with self.counter_lock:
             if self.counter:
                 self.counter.read()  # the re-added peer's counters start from 0: keep what was counted

@@ -25,13 +25,9 @@ from typing import Callable, Optional
 import ansible_runner
 from ansible_runner.config.runner import RunnerConfig
 
-from controller import ensure_collection_importable
 from controller import warm as warm_mod
+from controller.library import speed_paths
 from controller.warm_client import MARKER as WARM_MARKER
-
-ensure_collection_importable()
-# pylint: disable=wrong-import-position
-from ansible_collections.liqo.fabric.plugins.plugin_utils import speed_paths  # noqa: E402
 
 log = logging.getLogger("controller.runner")
 

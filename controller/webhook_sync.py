@@ -12,11 +12,7 @@ import logging
 import os
 import threading
 
-from controller import ensure_collection_importable
-
-ensure_collection_importable()
-# pylint: disable=wrong-import-position
-from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import ApiException, Kube, KubeError  # noqa: E402
+from controller.library import kube_client
 
 log = logging.getLogger("liqo-fabric.conversion")
 
@@ -69,7 +65,7 @@ class WebhookSecretSync(threading.Thread):
         while not self._stop.wait(self.period):
             try:
                 self.sync_once()
-            except (ApiException, OSError, ValueError) as exc:  # tried again next period
+            except (kube_client.ApiException, OSError, ValueError) as exc:  # tried again next period
                 log.warning("cannot update the webhook certificate from its Secret",
                             extra={"fields": {"secret": "%s/%s" % (self.namespace, self.name), "error": str(exc)}})
 
@@ -82,8 +78,8 @@ def start(kubeconfig, secret_ref: str, cert_file: str, key_file: str, period: fl
     ValueError with a message naming the flag when it cannot be."""
     namespace, name = parse_secret_ref(secret_ref)
     try:
-        kube = Kube(kubeconfig)
-    except KubeError as exc:
+        kube = kube_client.Kube(kubeconfig)
+    except kube_client.KubeError as exc:
         raise ValueError("--webhook-secret %s: %s" % (secret_ref, exc))
     sync = WebhookSecretSync(kube, namespace, name, cert_file, key_file, period)
     sync.start()

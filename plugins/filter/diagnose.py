@@ -2,10 +2,10 @@
 # Copyright: (c) 2026, liqo.fabric developers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filters of the liqo.fabric.diagnose playbook: the host checks from the roles' check-mode results, the report.
-Documented in diagnose_host_checks.yml and diagnose_table.yml; the checks are module_utils/diagnose.py."""
+Documented in diagnose_host_checks.yml and diagnose_table.yml; the checks are module_utils/verify/diagnose.py."""
 from __future__ import annotations
 
-from ansible_collections.liqo.fabric.plugins.module_utils import diagnose
+from ansible_collections.liqo.fabric.plugins.module_utils.verify import diagnose
 
 GATEWAY_FIX = "ansible-playbook -i INVENTORY liqo.fabric.reconcile_gateway -e kubeconfig=... -e gateway_group=..."
 NODE_FIX = "ansible-playbook -i INVENTORY liqo.fabric.reconcile_overlay -e kubeconfig=... -e nodes_group=..."

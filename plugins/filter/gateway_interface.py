@@ -1,13 +1,13 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, liqo.fabric developers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""gateway_interface: the WireGuard interface name of a gateway on its host (module_utils/gateway.py), for plays that
+"""gateway_interface: the WireGuard interface name of a gateway on its host (module_utils/gateway/plan.py), for plays that
 address a gateway's host-side objects without planning it again (the key rotation's probe holds)."""
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.liqo.fabric.plugins.module_utils.gateway import KINDS, gateway_id, interface_name
+from ansible_collections.liqo.fabric.plugins.module_utils.gateway.plan import KINDS, gateway_id, interface_name
 
 DOCUMENTATION = r"""
 name: gateway_interface

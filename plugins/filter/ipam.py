@@ -13,7 +13,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.liqo.fabric.plugins.module_utils.ipam import IpamError, translate
+from ansible_collections.liqo.fabric.plugins.module_utils.ipam.allocator import IpamError, translate
 
 
 def remap_address(address, from_cidr, to_cidr):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.liqo.fabric.plugins.module_utils.overlay_plan import pending_hosts, record_after
+from ansible_collections.liqo.fabric.plugins.module_utils.overlay.plan import pending_hosts, record_after
 
 
 def _pairs(hosts, names):

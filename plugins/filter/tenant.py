@@ -1,12 +1,12 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, liqo.fabric developers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""tenant: the tenant namespace of a remote cluster and the name of the objects in it (module_utils/tenant_names)."""
+"""tenant: the tenant namespace of a remote cluster and the name of the objects in it (module_utils/api/tenant_names)."""
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.liqo.fabric.plugins.module_utils.tenant_names import TenantNameError, tenant as tenant_names
+from ansible_collections.liqo.fabric.plugins.module_utils.api.tenant_names import TenantNameError, tenant as tenant_names
 
 DOCUMENTATION = r"""
 name: tenant

@@ -63,8 +63,8 @@ created:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.liqo.fabric.plugins.module_utils import cluster_identity
-from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import KUBE_ARG_SPEC, with_kube
+from ansible_collections.liqo.fabric.plugins.module_utils.api import cluster_identity
+from ansible_collections.liqo.fabric.plugins.module_utils.kube.client import KUBE_ARG_SPEC, with_kube
 
 
 def main():

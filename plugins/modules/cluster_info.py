@@ -70,8 +70,8 @@ network:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import KUBE_ARG_SPEC, LIQO_NAMESPACE, with_kube
-from ansible_collections.liqo.fabric.plugins.module_utils.tenant_names import tenant_namespaces
+from ansible_collections.liqo.fabric.plugins.module_utils.api.tenant_names import tenant_namespaces
+from ansible_collections.liqo.fabric.plugins.module_utils.kube.client import KUBE_ARG_SPEC, LIQO_NAMESPACE, with_kube
 
 NETWORK_CONFIGMAP = "liqo-fabric-network"
 

@@ -90,9 +90,9 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.liqo.fabric.plugins.module_utils import diagnose
-from ansible_collections.liqo.fabric.plugins.module_utils.gateway import KEY_SECRET_LABEL, KINDS, user_secret_name
-from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import KUBE_ARG_SPEC, ApiException, Kube, KubeError, with_kube
+from ansible_collections.liqo.fabric.plugins.module_utils.gateway.plan import KEY_SECRET_LABEL, KINDS, user_secret_name
+from ansible_collections.liqo.fabric.plugins.module_utils.kube.client import KUBE_ARG_SPEC, ApiException, Kube, KubeError, with_kube
+from ansible_collections.liqo.fabric.plugins.module_utils.verify import diagnose
 
 
 def conversion_probe(kube):

@@ -177,7 +177,7 @@ sysctls_restored:
   sample: {net.ipv4.ip_forward: "0", net.ipv4.conf.all.rp_filter: "0"}
 manifest:
   description:
-    - What this host now owns, for the controller's drift checks (see module_utils/dataplane_manifest.py);
+    - What this host now owns, for the controller's drift checks (see module_utils/host/manifest.py);
       C(kind) gateway, C(wireguard) (name, mtu, listen_port, peers' public keys and endpoints), C(routes),
       C(rules) (as C(ip rule) prints them), C(nft_tables) (with their rule counts) and C(sysctls).
   returned: state=present, not in check mode
@@ -191,8 +191,8 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.liqo.fabric.plugins.module_utils import dataplane_manifest
-from ansible_collections.liqo.fabric.plugins.module_utils import gateway_dataplane as gd
+from ansible_collections.liqo.fabric.plugins.module_utils.gateway import dataplane as gd
+from ansible_collections.liqo.fabric.plugins.module_utils.host import manifest as dataplane_manifest
 
 
 def main():

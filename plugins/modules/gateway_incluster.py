@@ -117,9 +117,9 @@ errors:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import KUBE_ARG_SPEC, with_kube
-from ansible_collections.liqo.fabric.plugins.module_utils.gateway_incluster import (
+from ansible_collections.liqo.fabric.plugins.module_utils.gateway.incluster import (
     controller_side, controller_teardown, pod_side)
+from ansible_collections.liqo.fabric.plugins.module_utils.kube.client import KUBE_ARG_SPEC, with_kube
 
 
 def main():

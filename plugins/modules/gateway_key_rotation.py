@@ -96,8 +96,8 @@ next_public_key:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.liqo.fabric.plugins.module_utils import key_rotation as kr
-from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import KUBE_ARG_SPEC, with_kube
+from ansible_collections.liqo.fabric.plugins.module_utils.gateway import key_rotation as kr
+from ansible_collections.liqo.fabric.plugins.module_utils.kube.client import KUBE_ARG_SPEC, with_kube
 
 
 def _work(p, check):

@@ -133,8 +133,8 @@ private_keys:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import KUBE_ARG_SPEC, with_kube
-from ansible_collections.liqo.fabric.plugins.module_utils.gateway_api import gateway_plans
+from ansible_collections.liqo.fabric.plugins.module_utils.gateway.api import gateway_plans
+from ansible_collections.liqo.fabric.plugins.module_utils.kube.client import KUBE_ARG_SPEC, with_kube
 
 
 def main():

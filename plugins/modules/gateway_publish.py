@@ -76,9 +76,9 @@ errors:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import KUBE_ARG_SPEC, with_kube
-from ansible_collections.liqo.fabric.plugins.module_utils.gateway import REFUSAL_REASONS, connection_value
-from ansible_collections.liqo.fabric.plugins.module_utils.gateway_api import publish
+from ansible_collections.liqo.fabric.plugins.module_utils.gateway.api import publish
+from ansible_collections.liqo.fabric.plugins.module_utils.gateway.plan import REFUSAL_REASONS, connection_value
+from ansible_collections.liqo.fabric.plugins.module_utils.kube.client import KUBE_ARG_SPEC, with_kube
 
 
 def main():

@@ -112,9 +112,9 @@ conflict_retries:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import KUBE_ARG_SPEC, with_kube
-from ansible_collections.liqo.fabric.plugins.module_utils.ipam import IpamError
-from ansible_collections.liqo.fabric.plugins.module_utils.ipam_store import local_config, reconcile
+from ansible_collections.liqo.fabric.plugins.module_utils.ipam.allocator import IpamError
+from ansible_collections.liqo.fabric.plugins.module_utils.ipam.store import local_config, reconcile
+from ansible_collections.liqo.fabric.plugins.module_utils.kube.client import KUBE_ARG_SPEC, with_kube
 
 
 def main():

@@ -139,9 +139,9 @@ deleted:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import KUBE_ARG_SPEC, with_kube
-from ansible_collections.liqo.fabric.plugins.module_utils.kube_apply import (
+from ansible_collections.liqo.fabric.plugins.module_utils.kube.apply import (
     ApplyError, apply_all, check_definitions, delete_all, redact, secret_values, wait_condition, wait_deleted)
+from ansible_collections.liqo.fabric.plugins.module_utils.kube.client import KUBE_ARG_SPEC, with_kube
 
 
 def main():

@@ -283,8 +283,8 @@ backend:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.liqo.fabric.plugins.module_utils.nat_table import NatTableError, ensure
-from ansible_collections.liqo.fabric.plugins.module_utils.nftables import NftError
+from ansible_collections.liqo.fabric.plugins.module_utils.nft.client import NftError
+from ansible_collections.liqo.fabric.plugins.module_utils.nft.nat_table import NatTableError, ensure
 
 ENTRY_KEYS = ("remaps", "dnat", "snat", "bypass", "mss", "tunnels")
 

@@ -134,7 +134,7 @@ table:
   sample: 18952
 manifest:
   description:
-    - What this node now owns, for the controller's drift checks (see module_utils/dataplane_manifest.py);
+    - What this node now owns, for the controller's drift checks (see module_utils/host/manifest.py);
       C(kind) overlay, C(links) (names and MTUs), C(routes), C(rules) (as C(ip rule) prints them), C(nft_tables).
   returned: state=present, not in check mode
   type: dict
@@ -147,10 +147,10 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.liqo.fabric.plugins.module_utils import dataplane_manifest
-from ansible_collections.liqo.fabric.plugins.module_utils.overlay_dataplane import (
+from ansible_collections.liqo.fabric.plugins.module_utils.host import manifest as dataplane_manifest
+from ansible_collections.liqo.fabric.plugins.module_utils.overlay.dataplane import (
     DEFAULT_TABLE, NAT_FAMILY, NAT_TABLE, PARTS, DataplaneError, ValidationError, sync_overlay_dataplane)
-from ansible_collections.liqo.fabric.plugins.module_utils.overlay_link import PYROUTE2_IMPORT_ERROR
+from ansible_collections.liqo.fabric.plugins.module_utils.overlay.link import PYROUTE2_IMPORT_ERROR
 
 NODE_PARTS = tuple(PARTS)
 NODE_SPEC = dict(

@@ -103,8 +103,8 @@ remote_cidrs:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import KUBE_ARG_SPEC, with_kube
-from ansible_collections.liqo.fabric.plugins.module_utils.overlay_incluster import (
+from ansible_collections.liqo.fabric.plugins.module_utils.kube.client import KUBE_ARG_SPEC, with_kube
+from ansible_collections.liqo.fabric.plugins.module_utils.overlay.incluster import (
     OverlayPlanError, gather, plan_gateway, plan_node)
 
 

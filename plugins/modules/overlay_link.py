@@ -135,7 +135,7 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.liqo.fabric.plugins.module_utils.overlay_link import (
+from ansible_collections.liqo.fabric.plugins.module_utils.overlay.link import (
     PYROUTE2_IMPORT_ERROR,
     OverlayError,
     ValidationError,

@@ -108,11 +108,11 @@ applied:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import (
+from ansible_collections.liqo.fabric.plugins.module_utils.gateway.api import built_gateways
+from ansible_collections.liqo.fabric.plugins.module_utils.gateway.plan import cidr_fields
+from ansible_collections.liqo.fabric.plugins.module_utils.kube.client import (
     KUBE_ARG_SPEC, LIQO_NAMESPACE, REMOTE_CLUSTER_ID_LABEL, with_kube)
-from ansible_collections.liqo.fabric.plugins.module_utils.gateway import cidr_fields
-from ansible_collections.liqo.fabric.plugins.module_utils.gateway_api import built_gateways
-from ansible_collections.liqo.fabric.plugins.module_utils.overlay_plan import (
+from ansible_collections.liqo.fabric.plugins.module_utils.overlay.plan import (
     INTERNAL_IP_ANNOTATION, host_digest, plan)
 
 GATEWAY_LABEL = "liqo.io/gateway-host"

@@ -139,7 +139,7 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.liqo.fabric.plugins.module_utils.peer_health_host import HealthError, apply, from_plans
+from ansible_collections.liqo.fabric.plugins.module_utils.health.host import HealthError, apply, from_plans
 
 
 def main():

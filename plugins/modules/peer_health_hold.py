@@ -82,7 +82,7 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.liqo.fabric.plugins.module_utils.peer_health_host import HealthError, apply_hold
+from ansible_collections.liqo.fabric.plugins.module_utils.health.host import HealthError, apply_hold
 
 
 def main():

@@ -98,7 +98,7 @@ import statistics
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.liqo.fabric.plugins.module_utils import pod_netns
+from ansible_collections.liqo.fabric.plugins.module_utils.host import pod_netns
 
 
 def where(module, address):

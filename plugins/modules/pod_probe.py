@@ -73,7 +73,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.liqo.fabric.plugins.module_utils import pod_netns
+from ansible_collections.liqo.fabric.plugins.module_utils.host import pod_netns
 
 RTT = re.compile(r"= [\d.]+/([\d.]+)/")
 

@@ -128,12 +128,8 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.liqo.fabric.plugins.module_utils.routing import (
-    DEFAULT_TABLE,
-    NetlinkError,
-    ValidationError,
-    sync_rules,
-)
+from ansible_collections.liqo.fabric.plugins.module_utils.route.netlink import NetlinkError
+from ansible_collections.liqo.fabric.plugins.module_utils.route.policy import DEFAULT_TABLE, ValidationError, sync_rules
 
 RULE_SPEC = {
     "priority": dict(type="int", required=True),

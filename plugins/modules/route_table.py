@@ -134,12 +134,9 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.liqo.fabric.plugins.module_utils.routing import (
-    DEFAULT_TABLE,
-    NetlinkError,
-    ValidationError,
-    sync_route_table,
-)
+from ansible_collections.liqo.fabric.plugins.module_utils.route.netlink import NetlinkError
+from ansible_collections.liqo.fabric.plugins.module_utils.route.policy import (
+    DEFAULT_TABLE, ValidationError, sync_route_table)
 
 ROUTE_SPEC = dict(
     dst=dict(type="str", required=True),

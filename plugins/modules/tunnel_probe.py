@@ -86,7 +86,7 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.liqo.fabric.plugins.module_utils.tunnel_probe import probe
+from ansible_collections.liqo.fabric.plugins.module_utils.health.tunnel_probe import probe
 
 
 def main():

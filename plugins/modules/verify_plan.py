@@ -73,10 +73,10 @@ cluster_ids:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.liqo.fabric.plugins.module_utils import verify
-from ansible_collections.liqo.fabric.plugins.module_utils.gateway import KINDS, TRANSIT
-from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import (
+from ansible_collections.liqo.fabric.plugins.module_utils.gateway.plan import KINDS, TRANSIT
+from ansible_collections.liqo.fabric.plugins.module_utils.kube.client import (
     KUBE_ARG_SPEC, REMOTE_CLUSTER_ID_LABEL, REMOTE_KUBE_ARG_SPEC, Kube, with_kube)
+from ansible_collections.liqo.fabric.plugins.module_utils.verify import probes as verify
 
 GATEWAY_HOST_LABEL = verify.GATEWAY_HOST_LABEL
 ROLES = {"GatewayServer": "Server", "GatewayClient": "Client"}

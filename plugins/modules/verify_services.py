@@ -71,11 +71,11 @@ deleted:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.liqo.fabric.plugins.module_utils import verify
-from ansible_collections.liqo.fabric.plugins.module_utils import verify_services as vs
-from ansible_collections.liqo.fabric.plugins.module_utils.kube_apply import (
+from ansible_collections.liqo.fabric.plugins.module_utils.kube.apply import (
     ApplyError, apply_all, check_definitions, delete_all)
-from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import KUBE_ARG_SPEC, REMOTE_KUBE_ARG_SPEC, Kube, with_kube
+from ansible_collections.liqo.fabric.plugins.module_utils.kube.client import KUBE_ARG_SPEC, REMOTE_KUBE_ARG_SPEC, Kube, with_kube
+from ansible_collections.liqo.fabric.plugins.module_utils.verify import probes as verify
+from ansible_collections.liqo.fabric.plugins.module_utils.verify import services as vs
 
 
 def present(sides):

@@ -75,8 +75,8 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.liqo.fabric.plugins.module_utils import webhook_cert
-from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import KUBE_ARG_SPEC, with_kube
+from ansible_collections.liqo.fabric.plugins.module_utils.kube import webhook_cert
+from ansible_collections.liqo.fabric.plugins.module_utils.kube.client import KUBE_ARG_SPEC, with_kube
 
 
 def _write(path, data):

@@ -153,7 +153,9 @@ interface:
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.liqo.fabric.plugins.module_utils import wireguard as wg
+from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.errors import WireGuardError
+from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.interface import read_interface
+from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.link import HAS_PYROUTE2, PYROUTE2_IMPORT_ERROR
 
 
 def main():
@@ -164,11 +166,11 @@ def main():
         ),
         supports_check_mode=True,
     )
-    if not wg.HAS_PYROUTE2:
-        module.fail_json(msg=missing_required_lib("pyroute2"), exception=wg.PYROUTE2_IMPORT_ERROR)
+    if not HAS_PYROUTE2:
+        module.fail_json(msg=missing_required_lib("pyroute2"), exception=PYROUTE2_IMPORT_ERROR)
     try:
-        view = wg.read_interface(module.params["name"])
-    except wg.WireGuardError as e:
+        view = read_interface(module.params["name"])
+    except WireGuardError as e:
         module.fail_json(msg=str(e))
     timeout = module.params["handshake_timeout"]
     for peer in view.get("peers", []):

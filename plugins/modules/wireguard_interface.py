@@ -201,7 +201,11 @@ interface:
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.liqo.fabric.plugins.module_utils import wireguard as wg
+from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.errors import WireGuardError
+from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.interface import ensure_absent, ensure_present
+from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.link import HAS_PYROUTE2, PYROUTE2_IMPORT_ERROR
+from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.model import DEFAULT_MTU
+from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.validation import validate_interface
 
 
 def main():
@@ -213,7 +217,7 @@ def main():
             private_key_file=dict(type="path", no_log=False),
             listen_port=dict(type="int"),
             fwmark=dict(type="int"),
-            mtu=dict(type="int", default=wg.DEFAULT_MTU),
+            mtu=dict(type="int", default=DEFAULT_MTU),
             addresses=dict(type="list", elements="str"),
             peers=dict(type="list", elements="dict", default=[], options=dict(
                 public_key=dict(type="str", required=True, no_log=False),
@@ -229,16 +233,16 @@ def main():
         required_if=[("state", "present", ("private_key", "private_key_file"), True)],
         supports_check_mode=True,
     )
-    if not wg.HAS_PYROUTE2:
-        module.fail_json(msg=missing_required_lib("pyroute2"), exception=wg.PYROUTE2_IMPORT_ERROR)
+    if not HAS_PYROUTE2:
+        module.fail_json(msg=missing_required_lib("pyroute2"), exception=PYROUTE2_IMPORT_ERROR)
     p = module.params
     try:
         if p["state"] == "absent":
-            result = wg.ensure_absent(p["name"], check_mode=module.check_mode)
+            result = ensure_absent(p["name"], check_mode=module.check_mode)
         else:
-            spec = wg.validate_interface(p)
-            result = wg.ensure_present(spec, check_mode=module.check_mode, backend=p["backend"])
-    except wg.WireGuardError as e:
+            spec = validate_interface(p)
+            result = ensure_present(spec, check_mode=module.check_mode, backend=p["backend"])
+    except WireGuardError as e:
         module.fail_json(msg=str(e))
     if not module._diff:
         result.pop("diff", None)

@@ -88,7 +88,9 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.liqo.fabric.plugins.module_utils import wireguard as wg
+from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.errors import WireGuardError
+from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.keys import (
+    encode_key, generate_keypair, public_key, read_private_key_file, write_private_key_file)
 
 
 def main():
@@ -106,20 +108,20 @@ def main():
     result = dict(changed=False)
     try:
         if path is None:
-            priv, pub = wg.generate_keypair()
+            priv, pub = generate_keypair()
         elif os.path.exists(path):
-            priv = wg.encode_key(wg.read_private_key_file(path, field="path"))
-            pub = wg.public_key(priv)
+            priv = encode_key(read_private_key_file(path, field="path"))
+            pub = public_key(priv)
         elif module.check_mode:
             priv = pub = None
             result["changed"] = True
         else:
-            priv, pub = wg.generate_keypair()
-            result["changed"] = wg.write_private_key_file(path, priv)
+            priv, pub = generate_keypair()
+            result["changed"] = write_private_key_file(path, priv)
             if not result["changed"]:  # created concurrently: use the winner's key
-                priv = wg.encode_key(wg.read_private_key_file(path, field="path"))
-                pub = wg.public_key(priv)
-    except (wg.WireGuardError, OSError) as e:
+                priv = encode_key(read_private_key_file(path, field="path"))
+                pub = public_key(priv)
+    except (WireGuardError, OSError) as e:
         module.fail_json(msg=str(e))
     result["public_key"] = pub
     if path is not None:

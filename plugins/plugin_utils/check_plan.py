@@ -8,7 +8,7 @@ after the GatewayServer, the overlay after the PublicKeys) would see none of wha
 stop or plan nothing. The action plugin of every API module (plugin_utils/in_process.py) therefore, in check
 mode only:
 - before the module runs, passes it the objects earlier steps of the same `ansible-playbook` run would have
-  written to its cluster (option ``assume``; module_utils/kube_client.Kube.assume overlays them on reads);
+  written to its cluster (option ``assume``; module_utils/kube/client.Kube.assume overlays them on reads);
 - after it, records the objects the module says it would write (its ``assumed`` result).
 
 The record is a JSON file per `ansible-playbook` process in Ansible's per-run local temporary directory (removed

@@ -24,7 +24,7 @@ import signal
 import tempfile
 import typing as t
 
-from ansible_collections.liqo.fabric.plugins.module_utils.dataplane_manifest import NETNS_NAME_ENV
+from ansible_collections.liqo.fabric.plugins.module_utils.host.manifest import NETNS_NAME_ENV
 
 NETNS_RUN_DIR = "/run/netns"
 CLONE_NEWNS = 0x00020000

@@ -19,7 +19,7 @@ from tests.benchmarks.report import figure, ratio
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "build", "collections"))
 
-from ansible_collections.liqo.fabric.plugins.module_utils.ipam import Ipam, PoolsExhaustedError  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.liqo.fabric.plugins.module_utils.ipam.allocator import Ipam, PoolsExhaustedError  # noqa: E402  pylint: disable=wrong-import-position
 
 N = 1000
 LOCAL = {"pod_cidrs": ["10.243.0.0/16"], "service_cidr": "10.96.0.0/12"}

@@ -16,8 +16,8 @@ from tests.conftest import COLLECTIONS  # noqa: F401  pylint: disable=unused-imp
 from tests.lab import Lab
 
 # importable once tests.conftest has put build/collections on sys.path
-from ansible_collections.liqo.fabric.plugins.module_utils import ipam_store  # noqa: E402  pylint: disable=wrong-import-position
-from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import Kube  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.liqo.fabric.plugins.module_utils.ipam import store as ipam_store  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.liqo.fabric.plugins.module_utils.kube.client import Kube  # noqa: E402  pylint: disable=wrong-import-position
 from tests.e2e.test_ipam_concurrency import (  # noqa: E402  pylint: disable=wrong-import-position
     ALLOCATORS, KUBECTL, NAMESPACES, PER_NAMESPACE, create_and_delete)
 

@@ -41,8 +41,8 @@ def _median(fn, runs=RUNS):
 def inner():
     """Runs inside the benchmark netns."""
     sys.path.insert(0, os.path.join(ROOT, "build", "collections"))
-    from ansible_collections.liqo.fabric.plugins.module_utils import nat_table as nt
-    from ansible_collections.liqo.fabric.plugins.module_utils.nftables import Nft
+    from ansible_collections.liqo.fabric.plugins.module_utils.nft import nat_table as nt
+    from ansible_collections.liqo.fabric.plugins.module_utils.nft.client import Nft
     from tests.benchmarks.report import figure, ratio
 
     spec_a = {"name": "lfab_bench_nat", "remaps": remaps(N)}

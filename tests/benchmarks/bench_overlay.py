@@ -15,7 +15,7 @@ only node that never hosts the gateway. `connect` builds the gateways and the ov
 2. RTT pod -> pod minus RTT gateway -> gateway over the transit addresses, medians of 50 pings at 20 ms
    taken in alternating rounds of 5: target < 0.15 ms.
 3. Symmetric routes for 10,000 pods without 10,000 real pods: overlay_plan.plan() on 10,000 synthetic
-   Running pods over three nodes, then routing.sync_route_table() of the active gateway's table 18952 in a
+   Running pods over three nodes, then sync_route_table() of the active gateway's table 18952 in a
    throwaway netns holding veth links named like the plan's `lovn*` links: reconcile (target < 2 s), rerun
    with no change (target < 1 s and zero kernel writes). Plus the wall time of the real
    `reconcile_overlay.yml` on the lab's cluster A for comparison.
@@ -44,7 +44,8 @@ from tests.e2e.fabric import get, translate
 from tests.lab import Lab, netns
 
 # importable once tests.conftest (through tests.e2e.fabric) has put build/collections on sys.path
-from ansible_collections.liqo.fabric.plugins.module_utils import overlay_plan, routing  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils.overlay import plan as overlay_plan  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils.route.policy import sync_route_table  # noqa: E402
 
 RUNS = 7   # rounds: one run varies by +-10 % on this shared 2-vCPU machine
 FIXED_RATE_RUNS = 3
@@ -320,12 +321,12 @@ def measure_10k(lab_prefix: str) -> None:
                        + [f"link set {name}{end} up" for name in links for end in ("", "p")] + ["link set lo up"],
                        netns=ns)
         t0 = time.monotonic()
-        first = routing.sync_route_table(gw["routes"], table=TABLE, netns=ns, want_lines=False)
+        first = sync_route_table(gw["routes"], table=TABLE, netns=ns, want_lines=False)
         t_apply = time.monotonic() - t0
         t0 = time.monotonic()
         planned2 = overlay_plan.plan(**args).to_result()
-        rerun = routing.sync_route_table(planned2["hosts"]["s-node-1"]["routes"], table=TABLE, netns=ns,
-                                         want_lines=False)
+        rerun = sync_route_table(planned2["hosts"]["s-node-1"]["routes"], table=TABLE, netns=ns,
+                                 want_lines=False)
         t_rerun = time.monotonic() - t0
         count = int(netns.run(["sh", "-c", f"ip -n {ns} route show table {TABLE} | wc -l"]).stdout.strip())
     finally:

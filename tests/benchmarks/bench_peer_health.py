@@ -34,8 +34,8 @@ from tests.e2e.fabric import playbook
 from tests.lab import netns
 
 # importable once tests.conftest (through tests.e2e.fabric) has put build/collections on sys.path
-from ansible_collections.liqo.fabric.plugins.module_utils import peer_health_daemon as phd  # noqa: E402  pylint: disable=wrong-import-position
-from ansible_collections.liqo.fabric.plugins.module_utils import wireguard as wg  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.liqo.fabric.plugins.module_utils.health import daemon as phd  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.keys import generate_keypair  # noqa: E402  pylint: disable=wrong-import-position
 from tests.e2e.test_peer_health import (  # noqa: E402  pylint: disable=wrong-import-position
     GROUPS, connection, gateway_host, interface_of, metric, poll)
 from tests.integration import test_peer_health as netns_health  # noqa: E402  pylint: disable=wrong-import-position
@@ -81,7 +81,7 @@ def gateway_hosts():
     """The integration tests' gateway pair: a server and a client gateway host with the fabric's tunnel."""
     with veth_pair() as (a, b):
         tag = secrets.token_hex(2)
-        (priv_s, pub_s), (priv_c, pub_c) = wg.generate_keypair(), wg.generate_keypair()
+        (priv_s, pub_s), (priv_c, pub_c) = generate_keypair(), generate_keypair()
         ctx = {"client_ns": a, "server_ns": b, "server": entry(tag, "Server", pub_c, None, 24001),
                "client": entry(tag, "Client", pub_s, "192.168.77.2:51820", 24002)}
         ctx["keys"] = {ctx["server"]["interface"]: priv_s, ctx["client"]["interface"]: priv_c}
@@ -120,7 +120,7 @@ def probe_on_gateway_hosts() -> None:
             latency = st["latency_us"]
             with open(f"/proc/{st['pid']}/cmdline", "rb") as f:
                 argv = f.read().split(b"\0")
-            fresh = b"-c" in argv and any(b"peer_health_daemon" in a for a in argv)
+            fresh = b"-c" in argv and any(b"module_utils.health import daemon" in a for a in argv)
             fds = len(os.listdir(f"/proc/{st['pid']}/fd"))
 
             pid = netns_health.wireguard_go_pid(pair["server_ns"], sif)

@@ -1,4 +1,4 @@
-"""10,000 routes in table 18952 inside a throwaway netns: liqo.fabric's routing.sync_route_table against
+"""10,000 routes in table 18952 inside a throwaway netns: liqo.fabric's route.policy.sync_route_table against
 `ip -batch` for the same routes, measured in the same run (median of 3)."""
 import os
 import statistics
@@ -10,7 +10,7 @@ from tests.benchmarks.report import figure, ratio
 from tests.lab import names, netns
 
 sys.path.insert(0, os.path.join(ROOT, "build", "collections"))
-from ansible_collections.liqo.fabric.plugins.module_utils import routing as R  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.liqo.fabric.plugins.module_utils.route.policy import sync_route_table  # noqa: E402  pylint: disable=wrong-import-position
 
 N = 10000
 TABLE = 18952
@@ -52,18 +52,18 @@ def run():
             netns.run(["ip", "-n", ns, "route", "flush", "table", str(TABLE)])
             assert _count(ns) == 0
 
-            t, res = _timed(lambda: R.sync_route_table(routes, table=TABLE, netns=ns, want_lines=False))
+            t, res = _timed(lambda: sync_route_table(routes, table=TABLE, netns=ns, want_lines=False))
             assert res["writes"] == N and _count(ns) == N
             apply_times.append(t)
-            t, res = _timed(lambda: R.sync_route_table(routes, table=TABLE, netns=ns, want_lines=False))
+            t, res = _timed(lambda: sync_route_table(routes, table=TABLE, netns=ns, want_lines=False))
             assert not res["changed"]
             rerun_writes.add(res["writes"])
             rerun_times.append(t)
             moved = _routes("192.168.5.3")
-            t, res = _timed(lambda: R.sync_route_table(moved, table=TABLE, netns=ns, want_lines=False))
+            t, res = _timed(lambda: sync_route_table(moved, table=TABLE, netns=ns, want_lines=False))
             assert len(res["replaced"]) == N
             replace_times.append(t)
-            t, res = _timed(lambda: R.sync_route_table([], table=TABLE, netns=ns, want_lines=False))
+            t, res = _timed(lambda: sync_route_table([], table=TABLE, netns=ns, want_lines=False))
             assert len(res["removed"]) == N and _count(ns) == 0
             delete_times.append(t)
 
@@ -79,7 +79,7 @@ def run():
         ratio("apply time / ip -batch time (same routes, same run)", apply_med, ip_med)
 
         # The whole module through ansible-playbook (includes ~1 s of Ansible start-up and 10k-item arg parsing).
-        R.sync_route_table(routes, table=TABLE, netns=ns, want_lines=False)
+        sync_route_table(routes, table=TABLE, netns=ns, want_lines=False)
         t, res = _timed(lambda: run_module("liqo.fabric.route_table", {"table": TABLE, "routes": routes}, netns=ns, timeout=300))
         assert res["rc"] == 0 and not res.get("changed"), res.get("msg")
         figure(f"liqo.fabric.route_table via ansible-playbook, idempotent, {N} routes", t, "s")

@@ -34,8 +34,8 @@ CONFIGURATION = {"apiVersion": f"{GROUP}/v1beta1", "kind": "Configuration",
 
 def diagnose_probe(api) -> dict:
     """Seconds of the diagnose conversion check, per round, webhook up and down."""
-    from ansible_collections.liqo.fabric.plugins.module_utils import diagnose  # pylint: disable=import-outside-toplevel
-    from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import Kube  # pylint: disable=import-outside-toplevel
+    from ansible_collections.liqo.fabric.plugins.module_utils.kube.client import Kube  # pylint: disable=import-outside-toplevel
+    from ansible_collections.liqo.fabric.plugins.module_utils.verify import diagnose  # pylint: disable=import-outside-toplevel
     from ansible_collections.liqo.fabric.plugins.modules.diagnose_api import conversion_probe  # pylint: disable=import-outside-toplevel
 
     def checks():
@@ -76,7 +76,7 @@ def diagnose_probe(api) -> dict:
 def renewal(api, tmp: str) -> list:
     """Seconds from each renewal (the Secret and the CRD's caBundle) to v1alpha1 reads through the running
     webhook with the new certificate."""
-    from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import Kube  # pylint: disable=import-outside-toplevel
+    from ansible_collections.liqo.fabric.plugins.module_utils.kube.client import Kube  # pylint: disable=import-outside-toplevel
     from controller import webhook_sync  # pylint: disable=import-outside-toplevel
     from controller.conversion import ConversionServer  # pylint: disable=import-outside-toplevel
     from tests.lab.pki import make_pki, make_serving_cert  # pylint: disable=import-outside-toplevel

@@ -22,7 +22,12 @@ from tests.benchmarks.report import figure, ratio
 from tests.lab import names, netns
 
 sys.path.insert(0, os.path.join(ROOT, "build", "collections"))
-from ansible_collections.liqo.fabric.plugins.module_utils import wireguard as wg  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.interface import (  # noqa: E402
+    ensure_absent, ensure_present, read_interface)
+from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.keys import (  # noqa: E402
+    generate_keypair, generate_private_key)
+from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.userspace import UserspaceBackend  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.validation import validate_interface  # noqa: E402
 
 N_PEERS = 1000
 
@@ -30,7 +35,7 @@ N_PEERS = 1000
 def peer_params(n):
     peers = []
     for i in range(n):
-        peers.append({"public_key": wg.generate_keypair()[1], "endpoint": "192.168.77.%d:%d" % (2 + i % 200, 40000 + i),
+        peers.append({"public_key": generate_keypair()[1], "endpoint": "192.168.77.%d:%d" % (2 + i % 200, 40000 + i),
                       "allowed_ips": ["10.%d.%d.0/24" % (100 + i // 256, i % 256)], "persistent_keepalive": 25})
     return peers
 
@@ -45,19 +50,19 @@ def wg_conf(private_key, peers):
 
 def inner(tag):
     ours, base = f"lfab{tag}wgo", f"lfab{tag}wgb"
-    priv = wg.generate_private_key()
+    priv = generate_private_key()
     peers = peer_params(N_PEERS)
     out = {}
     try:
         for name in (ours, base):
-            wg.ensure_present(wg.validate_interface({"name": name, "private_key": priv, "listen_port": None}))
+            ensure_present(validate_interface({"name": name, "private_key": priv, "listen_port": None}))
         params = {"name": ours, "private_key": priv, "listen_port": 51820, "peers": peers}
         t0 = time.perf_counter()
-        res = wg.ensure_present(wg.validate_interface(params))
+        res = ensure_present(validate_interface(params))
         out["apply"] = time.perf_counter() - t0
-        assert res["changed"] and len(wg.UserspaceBackend(ours).read().peers) == N_PEERS or res["backend"] == "kernel"
+        assert res["changed"] and len(UserspaceBackend(ours).read().peers) == N_PEERS or res["backend"] == "kernel"
         t0 = time.perf_counter()
-        res = wg.ensure_present(wg.validate_interface(params))
+        res = ensure_present(validate_interface(params))
         out["rerun"] = time.perf_counter() - t0
         out["rerun_writes"] = res["writes"]
         out["backend"] = res["backend"]
@@ -71,11 +76,11 @@ def inner(tag):
         finally:
             os.unlink(path)
         t0 = time.perf_counter()
-        wg.read_interface(ours)
+        read_interface(ours)
         out["read"] = time.perf_counter() - t0
     finally:
         for name in (ours, base):
-            wg.ensure_absent(name)
+            ensure_absent(name)
     print(json.dumps(out))
 
 
@@ -155,7 +160,7 @@ def run():
 
         # end to end through ansible-playbook and the netns connection
         name = f"lfab{tag}wge"
-        args = {"name": name, "private_key": wg.generate_private_key(), "peers": peer_params(N_PEERS)}
+        args = {"name": name, "private_key": generate_private_key(), "peers": peer_params(N_PEERS)}
         t0 = time.perf_counter()
         res = run_module("liqo.fabric.wireguard_interface", args, netns=ns)
         t1 = time.perf_counter()

@@ -17,7 +17,7 @@ from tests.e2e import fabric
 from tests.e2e.fabric import apply_yaml, get, kubectl, playbook, wait_for
 from tests.e2e.test_controller import ControllerProc
 from tests.lab import netns
-from ansible_collections.liqo.fabric.plugins.module_utils.gateway import gateway_id, interface_name, mark_for
+from ansible_collections.liqo.fabric.plugins.module_utils.gateway.plan import gateway_id, interface_name, mark_for
 
 pytestmark = pytest.mark.skipif(not shutil.which("kubectl"), reason="kubectl is not installed")
 TABLE = "18952"

@@ -224,7 +224,7 @@ def fault_kill_wireguard_go(lab):
 
 def fault_kill_health_probe(lab):
     """Issue 21: the gateway host's live health probe process (its pid file stays behind, stale)."""
-    from ansible_collections.liqo.fabric.plugins.module_utils import peer_health_daemon as phd  # pylint: disable=import-outside-toplevel
+    from ansible_collections.liqo.fabric.plugins.module_utils.health import daemon as phd  # pylint: disable=import-outside-toplevel
     spec = _gw(lab)[1]["health"][0]
     rec = phd.read_pidfile(spec["state_dir"], spec["interface"])
     assert rec, spec
@@ -252,14 +252,17 @@ def fault_change_mtu(lab):
 
 
 def fault_wrong_peer_endpoint(lab):
-    from ansible_collections.liqo.fabric.plugins.module_utils import wireguard as wg  # pylint: disable=import-outside-toplevel
+    from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.keys import key_to_hex  # pylint: disable=import-outside-toplevel
+    from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.userspace import UserspaceBackend  # pylint: disable=import-outside-toplevel
+    from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.validation import (  # pylint: disable=import-outside-toplevel
+        format_endpoint, split_endpoint)
     t = _gw(lab)[1]
     spec = t["wireguard"][0]
     peer = next(p for p in spec["peers"] if p.get("endpoint"))
-    host, port = wg.split_endpoint(peer["endpoint"], "endpoint")
-    wrong = wg.format_endpoint(host, port + 1 if port < 65535 else port - 1)   # the server's address, wrong port
-    resp = wg.UserspaceBackend(spec["name"]).exchange(
-        f"set=1\npublic_key={wg.key_to_hex(peer['public_key'])}\nendpoint={wrong}\n\n")
+    host, port = split_endpoint(peer["endpoint"], "endpoint")
+    wrong = format_endpoint(host, port + 1 if port < 65535 else port - 1)   # the server's address, wrong port
+    resp = UserspaceBackend(spec["name"]).exchange(
+        f"set=1\npublic_key={key_to_hex(peer['public_key'])}\nendpoint={wrong}\n\n")
     assert "errno=0" in resp, resp
     return "peer endpoint is " + wrong
 
@@ -267,10 +270,10 @@ def fault_wrong_peer_endpoint(lab):
 def endpoint_roamed_back(lab):
     """The gateway's peer endpoint is the planned one again: the peer's packets (its live health probe sends one
     a second, issue 21) arrive from the right address and WireGuard roams to it, before any drift check."""
-    from ansible_collections.liqo.fabric.plugins.module_utils import wireguard as wg  # pylint: disable=import-outside-toplevel
+    from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.userspace import UserspaceBackend  # pylint: disable=import-outside-toplevel
     spec = _gw(lab)[1]["wireguard"][0]
     want = next(p for p in spec["peers"] if p.get("endpoint"))
-    dev = wg.UserspaceBackend(spec["name"]).read()
+    dev = UserspaceBackend(spec["name"]).read()
     return any(p.endpoint == want["endpoint"] for p in dev.peers.values())
 
 
@@ -347,7 +350,7 @@ def test_each_fault_is_detected_and_repaired_by_the_controller(fabric_lab):
     rows = []
     for name in FAULTS:
         rows.append(inject_and_measure(lab, ctl, name))
-    from ansible_collections.liqo.fabric.plugins.module_utils import peer_health_daemon as phd  # pylint: disable=import-outside-toplevel
+    from ansible_collections.liqo.fabric.plugins.module_utils.health import daemon as phd  # pylint: disable=import-outside-toplevel
     health = _gw(lab)[1]["health"][0]
     assert phd.read_pidfile(health["state_dir"], health["interface"]), "the health probe process was not restarted"
     for r in rows:

@@ -17,7 +17,7 @@ import time
 import pytest
 import yaml
 
-from plugins.module_utils.crd_conversion import ANNOTATION, convert
+from plugins.module_utils.api.conversion import ANNOTATION, convert
 from tests.e2e.fabric import applyable
 from tests.lab.apiserver import ApiServer, ApiServerError
 from tests.unit.seed_examples import seed_examples
@@ -273,9 +273,10 @@ def _liqo_objects(raw_server, raw_client):
 def test_liqo_shaped_gateways_are_honoured(api):
     """Issue 18: a Liqo-shaped GatewayServer/GatewayClient with secretRef (raw 32-byte keys), ports lists and
     serviceLabels: the Service and Deployment rendered and applied carry them, the keys are the user's."""
-    from ansible_collections.liqo.fabric.plugins.module_utils import gateway_api, gateway_incluster  # pylint: disable=import-outside-toplevel
-    from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import Kube  # pylint: disable=import-outside-toplevel
-    from ansible_collections.liqo.fabric.plugins.module_utils.wireguard import public_key  # pylint: disable=import-outside-toplevel
+    from ansible_collections.liqo.fabric.plugins.module_utils.gateway import api as gateway_api  # pylint: disable=import-outside-toplevel
+    from ansible_collections.liqo.fabric.plugins.module_utils.gateway import incluster as gateway_incluster  # pylint: disable=import-outside-toplevel
+    from ansible_collections.liqo.fabric.plugins.module_utils.kube.client import Kube  # pylint: disable=import-outside-toplevel
+    from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.keys import public_key  # pylint: disable=import-outside-toplevel
     raw_server, raw_client = os.urandom(32), os.urandom(32)
     kubectl(api, "create", "namespace", "liqo", check=False)
     kubectl(api, "apply", "-f", os.path.join(ROOT, "deploy", "templates"))
@@ -323,8 +324,8 @@ def test_liqo_shaped_gateways_are_honoured(api):
     ("GatewayServer", "server", {"spec": {"secretRef": {"name": "absent"}}}, "SecretNotFound", "spec.secretRef"),
 ])
 def test_liqo_values_accepted_by_the_api_refused_by_the_gateway(api, kind, name, patch, reason, field):
-    from ansible_collections.liqo.fabric.plugins.module_utils import gateway_incluster  # pylint: disable=import-outside-toplevel
-    from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import Kube  # pylint: disable=import-outside-toplevel
+    from ansible_collections.liqo.fabric.plugins.module_utils.gateway import incluster as gateway_incluster  # pylint: disable=import-outside-toplevel
+    from ansible_collections.liqo.fabric.plugins.module_utils.kube.client import Kube  # pylint: disable=import-outside-toplevel
     ns = "liqo-tenant-s" if kind == "GatewayServer" else "liqo-tenant-c"
     plural = PLURAL[kind]
     before = json.loads(kubectl(api, "get", "-n", ns, "%s.v1beta1.%s" % (plural, GROUP), name, "-o", "json").stdout)
@@ -341,8 +342,8 @@ def test_liqo_values_accepted_by_the_api_refused_by_the_gateway(api, kind, name,
 def test_liqo_configuration_with_list_cidrs_and_no_external_is_served(api):
     """Issue 18: Liqo's v1beta1 Configuration (list CIDRs, spec.local too) and one without external are accepted;
     the IPAM reads both and writes the remapped CIDRs in v1beta1's shape (lists of one), read as strings in v1alpha1."""
-    from ansible_collections.liqo.fabric.plugins.module_utils import ipam_store  # pylint: disable=import-outside-toplevel
-    from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import Kube  # pylint: disable=import-outside-toplevel
+    from ansible_collections.liqo.fabric.plugins.module_utils.ipam import store as ipam_store  # pylint: disable=import-outside-toplevel
+    from ansible_collections.liqo.fabric.plugins.module_utils.kube.client import Kube  # pylint: disable=import-outside-toplevel
     kubectl(api, "create", "namespace", "liqo", check=False)
     kubectl(api, "create", "namespace", "liqo-tenant-l", check=False)
     liqo = {"apiVersion": GROUP + "/v1beta1", "kind": "Configuration",
@@ -485,8 +486,8 @@ def test_in_cluster_webhook_certificate_made_once_and_trusted_by_the_crds(api):
     liqo/liqo-fabric-webhook-tls made once (two racing replicas end with the same one), its CA the caBundle of
     the three converted CRDs (the URL and the other fields untouched); a second run changes nothing."""
     import concurrent.futures  # pylint: disable=import-outside-toplevel
-    from ansible_collections.liqo.fabric.plugins.module_utils import webhook_cert  # pylint: disable=import-outside-toplevel
-    from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import Kube  # pylint: disable=import-outside-toplevel
+    from ansible_collections.liqo.fabric.plugins.module_utils.kube import webhook_cert  # pylint: disable=import-outside-toplevel
+    from ansible_collections.liqo.fabric.plugins.module_utils.kube.client import Kube  # pylint: disable=import-outside-toplevel
     import base64  # pylint: disable=import-outside-toplevel
     crds = ["configurations.%s" % GROUP, "gatewayservers.%s" % GROUP, "gatewayclients.%s" % GROUP]
     kubectl(api, "create", "namespace", "liqo", check=False)
@@ -566,8 +567,8 @@ def test_diagnose_proves_the_webhook_answers_and_names_it_when_down(api):
     """liqo.fabric.diagnose's "CRD conversion webhook" check: beyond the CRDs' clientConfig, a v1alpha1 dry-run
     create of each converted kind goes through the webhook (nothing written). Up: three passing checks; down: three
     failed ones naming the URL and carrying the apiserver's error; back up: passing again."""
-    from ansible_collections.liqo.fabric.plugins.module_utils import diagnose  # pylint: disable=import-outside-toplevel
-    from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import Kube  # pylint: disable=import-outside-toplevel
+    from ansible_collections.liqo.fabric.plugins.module_utils.kube.client import Kube  # pylint: disable=import-outside-toplevel
+    from ansible_collections.liqo.fabric.plugins.module_utils.verify import diagnose  # pylint: disable=import-outside-toplevel
     from ansible_collections.liqo.fabric.plugins.modules.diagnose_api import conversion_probe  # pylint: disable=import-outside-toplevel
     kube = Kube(api.kubeconfig)
 
@@ -614,7 +615,7 @@ def test_renewed_webhook_secret_reaches_a_running_webhook_without_restart(api, t
     CRD's caBundle renewed with a new CA (what another replica's start does): v1alpha1 reads go on working through
     the same running webhook, which now presents the new certificate."""
     import base64  # pylint: disable=import-outside-toplevel
-    from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import Kube  # pylint: disable=import-outside-toplevel
+    from ansible_collections.liqo.fabric.plugins.module_utils.kube.client import Kube  # pylint: disable=import-outside-toplevel
     from controller import webhook_sync  # pylint: disable=import-outside-toplevel
     from controller.conversion import ConversionServer  # pylint: disable=import-outside-toplevel
     from tests.lab.pki import make_pki, make_serving_cert  # pylint: disable=import-outside-toplevel

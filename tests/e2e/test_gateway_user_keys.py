@@ -53,7 +53,7 @@ def _secret(cluster, namespace, name, private_bytes):
 
 
 def _public(raw):
-    from ansible_collections.liqo.fabric.plugins.module_utils.wireguard import public_key  # pylint: disable=import-outside-toplevel
+    from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.keys import public_key  # pylint: disable=import-outside-toplevel
     return public_key(base64.b64encode(raw).decode())
 
 

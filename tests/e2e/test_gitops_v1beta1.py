@@ -16,8 +16,8 @@ import subprocess
 import pytest
 import yaml
 
-from ansible_collections.liqo.fabric.plugins.module_utils.crd_conversion import ANNOTATION
-from ansible_collections.liqo.fabric.plugins.module_utils.wireguard import generate_private_key, public_key
+from ansible_collections.liqo.fabric.plugins.module_utils.api.conversion import ANNOTATION
+from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.keys import generate_private_key, public_key
 from tests.conftest import ROOT
 from tests.e2e import fabric
 from tests.e2e.api_forward import ApiIntoNetns

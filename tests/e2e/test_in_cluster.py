@@ -173,7 +173,7 @@ def test_wireguard_go_runs_inside_the_gateway_pods_own_netns(connected, installe
                         "cat /proc/[0-9]*/comm 2>/dev/null").stdout.split()
         assert "wireguard-go" in procs, procs
         # the pod's own address is in the remote's original pod CIDR: the tunnel's rules come before `lookup local`
-        # and the tunnel accepts packets with that source (module_utils/local_rule.py)
+        # and the tunnel accepts packets with that source (module_utils/route/local_rule.py)
         rules = kubectl(c, "exec", pod.metadata.name, "--", "ip", "-4", "rule").stdout
         assert [line.split(":")[0] for line in rules.splitlines() if "lookup local" in line] == ["1810"], rules
         assert kubectl(c, "exec", pod.metadata.name, "--", "cat",

@@ -18,8 +18,8 @@ import tempfile
 import pytest
 import yaml
 
-from ansible_collections.liqo.fabric.plugins.module_utils import ipam_store
-from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import GROUP, VERSION, Kube
+from ansible_collections.liqo.fabric.plugins.module_utils.ipam import store as ipam_store
+from ansible_collections.liqo.fabric.plugins.module_utils.kube.client import GROUP, VERSION, Kube
 from tests.ansible_run import ROOT, VENV_BIN, ansible_env
 from tests.conftest import require_root
 from tests.lab import Lab

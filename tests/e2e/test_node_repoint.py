@@ -171,7 +171,7 @@ def remove_gateway_pods(cluster, node) -> None:
     kubectl(cluster, "delete", "-f", "-", input=OBJECTS)
     netns.exec_in(node.netns, [sys.executable, "-c",
                                "import sys; sys.path.insert(0, sys.argv[1]);"
-                               "from ansible_collections.liqo.fabric.plugins.module_utils import overlay_dataplane as o;"
+                               "from ansible_collections.liqo.fabric.plugins.module_utils.overlay import dataplane as o;"
                                "o.sync_overlay_dataplane(None, state='absent')",
                                os.path.join(ROOT, "build", "collections")])
 

@@ -150,7 +150,7 @@ def test_new_node_and_pod_are_followed_and_removed(lab):
     routes = _gateway_routes(a)
     assert not [ip for ip in new_ips if f"{ip} via" in routes], routes
     links = netns.exec_in(a.gateway_nodes[0].netns, ["ip", "-br", "link"]).stdout
-    from ansible_collections.liqo.fabric.plugins.module_utils.overlay_plan import gateway_link_name
+    from ansible_collections.liqo.fabric.plugins.module_utils.overlay.plan import gateway_link_name
     assert gateway_link_name(node.name) not in links
 
 

@@ -16,7 +16,7 @@ from tests.e2e import fabric
 from tests.e2e.api_forward import ApiIntoNetns
 from tests.e2e.fabric import playbook
 from tests.lab import netns
-from ansible_collections.liqo.fabric.plugins.module_utils import peer_health_daemon as phd
+from ansible_collections.liqo.fabric.plugins.module_utils.health import daemon as phd
 
 pytestmark = pytest.mark.skipif(not shutil.which("kubectl"), reason="kubectl is not installed")
 GROUPS = {"gateway_group": "cluster_a_gateway", "remote_gateway_group": "cluster_b_gateway",

@@ -194,7 +194,7 @@ def get(path):
             return r.status, sorted(i["metadata"]["name"] for i in json.load(r)["items"])
     except urllib.error.HTTPError as e:
         return e.code, None
-import controller.engine, ansible_collections.liqo.fabric.plugins.module_utils.kube_rest  # the image's collection
+import controller.engine, ansible_collections.liqo.fabric.plugins.module_utils.kube.rest  # the image's collection
 print(json.dumps({"nodes": get("/api/v1/nodes"), "secrets": get("/api/v1/namespaces/default/secrets"),
                   "collection": controller.engine.__file__}))
 """

@@ -15,13 +15,14 @@ from tests.lab import netns
 pytestmark = pytest.mark.root
 
 sys.path.insert(0, os.path.join(ROOT, "build", "collections"))
-from ansible_collections.liqo.fabric.plugins.module_utils import wireguard as wg  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.keys import generate_keypair  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.userspace import RUN_DIR  # noqa: E402
 
 MODULE = "liqo.fabric.gateway_dataplane"
 
 
 def entry(tag, role, peer_pub, endpoint, mark):
-    """A gateway_plan entry as the planner makes it (see module_utils/gateway.py)."""
+    """A gateway_plan entry as the planner makes it (see module_utils/gateway/plan.py)."""
     local, remote = ("169.254.18.1/30", "169.254.18.2") if role == "Server" else ("169.254.18.2/30", "169.254.18.1")
     iface = f"lfab{tag}{role[0].lower()}"
     return {"kind": "Gateway" + role, "role": role, "name": "peer", "namespace": "liqo-tenant-x", "interface": iface,
@@ -38,7 +39,7 @@ def entry(tag, role, peer_pub, endpoint, mark):
 def pair(veth_pair, tmp_path):
     a, b = veth_pair
     tag = secrets.token_hex(2)
-    (priv_s, pub_s), (priv_c, pub_c) = wg.generate_keypair(), wg.generate_keypair()
+    (priv_s, pub_s), (priv_c, pub_c) = generate_keypair(), generate_keypair()
     server = entry(tag, "Server", pub_c, None, 24001)
     client = entry(tag, "Client", pub_s, "192.168.77.2:51820", 24002)
     ctx = {"client_ns": a, "server_ns": b, "server": server, "client": client,
@@ -61,7 +62,7 @@ def residue(ns, gw):
     tables = netns.exec_in(ns, ["nft", "list", "tables"]).stdout
     rules = netns.exec_in(ns, ["ip", "rule"]).stdout
     routes = netns.exec_in(ns, ["ip", "route", "show", "table", str(gw["table"])], check=False).stdout
-    sockets = [f for f in os.listdir(wg.RUN_DIR) if f.startswith(gw["interface"])] if os.path.isdir(wg.RUN_DIR) else []
+    sockets = [f for f in os.listdir(RUN_DIR) if f.startswith(gw["interface"])] if os.path.isdir(RUN_DIR) else []
     return [x for x, present in (("link", gw["interface"] in links), ("nft", gw["nat_table"] in tables),
                                  ("rule", str(gw["table"]) in rules), ("route", routes.strip() != ""),
                                  ("socket", bool(sockets))) if present]
@@ -192,7 +193,7 @@ def test_two_gateways_on_one_host_share_the_sysctls_and_the_last_restores_them(p
     netns.ip_batch(["addr add 192.168.78.1/24 dev eth1", "link set eth1 up"], netns=other)
     netns.ip_batch(["addr add 192.168.78.2/24 dev eth1", "link set eth1 up"], netns=host)
     tag = secrets.token_hex(2)
-    (priv_s2, pub_s2), (priv_c2, pub_c2) = wg.generate_keypair(), wg.generate_keypair()
+    (priv_s2, pub_s2), (priv_c2, pub_c2) = generate_keypair(), generate_keypair()
     s2 = dict(entry(tag, "Server", pub_c2, None, 24003), listen_port=51821, transit_address="169.254.18.5/30",
               probe_address="169.254.18.6")
     c2 = dict(entry(tag, "Client", pub_s2, "192.168.78.2:51821", 24004), transit_address="169.254.18.6/30",
@@ -256,7 +257,7 @@ def test_a_key_rotation_switch_then_peer_replacement_reconnects(pair):
     srv_if, cli_if = pair["server"]["interface"], pair["client"]["interface"]
     learned = netns.exec_in(pair["server_ns"], ["wg", "show", srv_if, "endpoints"]).stdout.split()
     assert len(learned) == 2 and learned[1].startswith("192.168.77.1:"), learned
-    priv_c2, pub_c2 = wg.generate_keypair()
+    priv_c2, pub_c2 = generate_keypair()
     pair["keys"][cli_if] = priv_c2
     switched = build(pair, "client", probe=False)
     assert switched["changed"] and switched["probes"] == {}, switched

@@ -10,7 +10,7 @@ import time
 import pytest
 from controller import peer_health
 from controller.metrics import Metrics
-from ansible_collections.liqo.fabric.plugins.module_utils import peer_health as ph
+from ansible_collections.liqo.fabric.plugins.module_utils.health import prober as ph
 
 pytestmark = pytest.mark.root
 PORT = 23456

@@ -1,4 +1,4 @@
-"""module_utils/local_rule.py on a real kernel: a namespace's own address stops shadowing a marked route once
+"""module_utils/route/local_rule.py on a real kernel: a namespace's own address stops shadowing a marked route once
 the `lookup local` rule sits after the marked packets' rule (the gateway pod whose IP the remote cluster's pod
 also has), and goes back to 0 intact.
 
@@ -13,8 +13,8 @@ from tests.ansible_run import ROOT
 from tests.lab import netns
 
 sys.path.insert(0, os.path.join(ROOT, "build", "collections"))
-from ansible_collections.liqo.fabric.plugins.module_utils import local_rule  # noqa: E402  pylint: disable=wrong-import-position
-from ansible_collections.liqo.fabric.plugins.module_utils import routing as R  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.liqo.fabric.plugins.module_utils.route import local_rule  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.liqo.fabric.plugins.module_utils.route.policy import ValidationError  # noqa: E402  pylint: disable=wrong-import-position
 
 pytestmark = pytest.mark.root
 OWN = "10.243.0.3"
@@ -62,7 +62,7 @@ def test_the_local_rule_moves_after_the_marked_route_and_back(gw):
 @pytest.mark.parametrize("value,message", [("x", "local_rule_priority: 'x' is not an integer"),
                                            (40000, "local_rule_priority: 40000 is out of range")])
 def test_a_bad_priority_is_refused_before_the_kernel_is_touched(gw, value, message):
-    with pytest.raises(R.ValidationError, match=message):
+    with pytest.raises(ValidationError, match=message):
         local_rule.sync(value, netns=gw)
     assert local_prefs(gw) == [0]
 
@@ -77,7 +77,7 @@ def input_count(ns):
 
 def accept_local(ns, check=False):
     code = ("import sys; sys.path.insert(0, %r)\n"
-            "from ansible_collections.liqo.fabric.plugins.module_utils import local_rule\n"
+            "from ansible_collections.liqo.fabric.plugins.module_utils.route import local_rule\n"
             "print(local_rule.accept_local('tun0', check=%r))" % (os.path.join(ROOT, "build", "collections"), check))
     return in_ns(ns, sys.executable, "-c", code).stdout.strip()
 

@@ -3,7 +3,7 @@ from the hint the join leaves, without a stat of every name under /run/netns (a 
 a wrong hint costs only the scan."""
 import os
 
-from ansible_collections.liqo.fabric.plugins.module_utils import dataplane_manifest as dm
+from ansible_collections.liqo.fabric.plugins.module_utils.host import manifest as dm
 from ansible_collections.liqo.fabric.plugins.plugin_utils.netns_fork import NETNS_NAME_ENV, run_forked
 
 

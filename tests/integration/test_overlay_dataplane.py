@@ -28,7 +28,7 @@ NAT = "liqo_fabric_overlay"
 CALL = r"""
 import json, sys
 sys.path.insert(0, sys.argv[1])
-from ansible_collections.liqo.fabric.plugins.module_utils import overlay_dataplane as od
+from ansible_collections.liqo.fabric.plugins.module_utils.overlay import dataplane as od
 args = json.load(sys.stdin)
 try:
     print(json.dumps(od.sync_overlay_dataplane(**args)))
@@ -202,7 +202,7 @@ def test_bad_input_through_ansible_keeps_the_applied_state(lab):
 HOLD = r"""
 import sys
 sys.path.insert(0, sys.argv[1])
-from ansible_collections.liqo.fabric.plugins.module_utils.netns_lock import LockTimeout, netns_lock
+from ansible_collections.liqo.fabric.plugins.module_utils.host.netns_lock import LockTimeout, netns_lock
 try:
     with netns_lock(sys.argv[2], timeout=float(sys.argv[3])):
         print("held", flush=True)

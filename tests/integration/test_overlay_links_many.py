@@ -3,7 +3,7 @@ removed on a real kernel, and the namespace's links are dumped once per call, no
 dumps of 100 links took seconds of netlink parsing on a gateway host of 100 nodes)."""
 import pytest
 
-from ansible_collections.liqo.fabric.plugins.module_utils import overlay_link
+from ansible_collections.liqo.fabric.plugins.module_utils.overlay import link as overlay_link
 from tests.lab import netns
 
 pytestmark = pytest.mark.root

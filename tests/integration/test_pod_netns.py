@@ -1,4 +1,4 @@
-"""module_utils/pod_netns.py on a real kernel: from a node's namespace, the pods attached to it are found by the
+"""module_utils/host/pod_netns.py on a real kernel: from a node's namespace, the pods attached to it are found by the
 kernel's link to them, whether their namespace is named in /run/netns or only held by a process (containerd's
 netns_mounts_under_state_dir, the real-node lab); a namespace not attached to this node is never returned, even
 with the same address (the lab's overlapping pod CIDRs)."""
@@ -13,7 +13,7 @@ from tests.ansible_run import ROOT
 from tests.lab import netns
 
 sys.path.insert(0, os.path.join(ROOT, "build", "collections"))
-from ansible_collections.liqo.fabric.plugins.module_utils import pod_netns  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.liqo.fabric.plugins.module_utils.host import pod_netns  # noqa: E402  pylint: disable=wrong-import-position
 
 pytestmark = pytest.mark.root
 

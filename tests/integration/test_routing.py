@@ -14,7 +14,8 @@ from tests.ansible_run import ROOT, run_module
 from tests.lab import netns
 
 sys.path.insert(0, os.path.join(ROOT, "build", "collections"))
-from ansible_collections.liqo.fabric.plugins.module_utils import routing as R  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.liqo.fabric.plugins.module_utils.route.netlink import NetlinkError  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.liqo.fabric.plugins.module_utils.route.policy import sync_route_table  # noqa: E402  pylint: disable=wrong-import-position
 
 pytestmark = pytest.mark.root
 
@@ -136,11 +137,11 @@ def test_bad_input_fails_before_any_change(topo):
 def test_kernel_refusal_names_the_route_and_onlink_fixes_it(topo):
     src = topo[0]
     bad = {"dst": "10.97.0.0/24", "via": "172.16.0.1", "dev": "vb"}
-    with pytest.raises(R.NetlinkError, match=r"add 10.97.0.0/24 via 172.16.0.1 dev vb table 18952 .*unreachable"):
-        R.sync_route_table([VIA_B, bad], netns=src)
-    r = R.sync_route_table([VIA_B, dict(bad, onlink=True)], netns=src)
+    with pytest.raises(NetlinkError, match=r"add 10.97.0.0/24 via 172.16.0.1 dev vb table 18952 .*unreachable"):
+        sync_route_table([VIA_B, bad], netns=src)
+    r = sync_route_table([VIA_B, dict(bad, onlink=True)], netns=src)
     assert r["changed"] and "10.97.0.0/24 via 172.16.0.1 dev vb proto static onlink" in table(src)
-    assert not R.sync_route_table([VIA_B, dict(bad, onlink=True)], netns=src)["changed"]
+    assert not sync_route_table([VIA_B, dict(bad, onlink=True)], netns=src)["changed"]
 
 
 def test_route_kinds_and_replace(topo):
@@ -148,31 +149,31 @@ def test_route_kinds_and_replace(topo):
     routes = [VIA_B, {"dst": "10.96.0.0/16", "type": "blackhole"}, {"dst": "10.95.0.0/16", "dev": "va", "metric": 5},
               {"dst": "default", "type": "unreachable", "metric": 4000}, {"dst": "fd00:99::/64", "dev": "vb"},
               {"dst": "10.94.0.0/16", "via": "192.168.20.2", "src": "192.168.20.1"}]
-    r = R.sync_route_table(routes, netns=src)
+    r = sync_route_table(routes, netns=src)
     assert len(r["added"]) == 6
     got = table(src)
     assert "blackhole 10.96.0.0/16" in got and "10.95.0.0/16 dev va proto static scope link metric 5" in got
     assert "unreachable default" in got and "10.94.0.0/16 via 192.168.20.2 dev vb proto static src 192.168.20.1" in got
     assert "fd00:99::/64 dev vb" in netns.run(["ip", "-n", src, "-6", "route", "show", "table", "18952"]).stdout
-    assert not R.sync_route_table(routes, netns=src)["changed"]
+    assert not sync_route_table(routes, netns=src)["changed"]
     # A changed next hop is replaced in place (same key), not added twice.
     routes[0] = dict(VIA_B, via="192.168.10.2", dev="va")
-    r = R.sync_route_table(routes, netns=src)
+    r = sync_route_table(routes, netns=src)
     assert r["replaced"] == ["10.99.0.0/24 via 192.168.10.2 dev va metric 0"] and not r["added"] and not r["removed"]
     assert "10.99.0.0/24 via 192.168.10.2 dev va" in table(src) and "192.168.20.2 dev vb proto static \n" not in table(src)
     # Routes someone else put into our table are removed.
     netns.ip_batch(["route add 10.93.0.0/16 dev va table 18952"], netns=src)
-    r = R.sync_route_table(routes, netns=src)
+    r = sync_route_table(routes, netns=src)
     assert r["removed"] == ["10.93.0.0/16 dev va metric 0"]
 
 
 def test_thousands_of_routes_in_one_call(topo):
     src = topo[0]
     routes = [{"dst": f"10.{64 + i // 256}.{i % 256}.0/24", "via": "192.168.20.2", "dev": "vb"} for i in range(3000)]
-    r = R.sync_route_table(routes, netns=src, want_lines=False)
+    r = sync_route_table(routes, netns=src, want_lines=False)
     assert r["writes"] == 3000 and len(table(src).splitlines()) == 3000
-    r = R.sync_route_table(routes[:1000], netns=src, want_lines=False)
+    r = sync_route_table(routes[:1000], netns=src, want_lines=False)
     assert len(r["removed"]) == 2000 and len(table(src).splitlines()) == 1000
-    assert R.sync_route_table(routes[:1000], netns=src, want_lines=False)["writes"] == 0
-    r = R.sync_route_table([], state="absent", netns=src)
+    assert sync_route_table(routes[:1000], netns=src, want_lines=False)["writes"] == 0
+    r = sync_route_table([], state="absent", netns=src)
     assert table(src) == ""

@@ -19,9 +19,11 @@ from tests.lab import netns
 pytestmark = pytest.mark.root
 
 sys.path.insert(0, os.path.join(ROOT, "build", "collections"))
-from ansible_collections.liqo.fabric.plugins.module_utils import wireguard as wg  # noqa: E402
-
-RUN_DIR = wg.RUN_DIR
+from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.kernel import kernel_has_wireguard  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.keys import (  # noqa: E402
+    decode_key, generate_keypair, generate_private_key, public_key)
+from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.userspace import (  # noqa: E402
+    RUN_DIR, UserspaceBackend, _proc_alive)
 
 
 def link_exists(ns, ifname):
@@ -29,7 +31,7 @@ def link_exists(ns, ifname):
 
 
 def uapi_get(ifname):
-    return wg.UserspaceBackend(ifname).read()
+    return UserspaceBackend(ifname).read()
 
 
 def ping(ns, dst, attempts=3):
@@ -40,7 +42,7 @@ def ping(ns, dst, attempts=3):
 
 
 def pid_alive(pid):
-    return wg._proc_alive(pid)
+    return _proc_alive(pid)
 
 
 def no_secret(result, *secrets_):
@@ -56,8 +58,8 @@ def wg_names(veth_pair):
     ifa, ifb = f"lfab{tag}wga", f"lfab{tag}wgb"
     yield a, b, ifa, ifb
     for ns, ifname in ((a, ifa), (b, ifb)):
-        code = ("import sys; sys.path.insert(0, %r); from ansible_collections.liqo.fabric.plugins.module_utils "
-                "import wireguard as w; w.ensure_absent(%r)" % (os.path.join(ROOT, "build", "collections"), ifname))
+        code = ("import sys; sys.path.insert(0, %r); from ansible_collections.liqo.fabric.plugins.module_utils.wireguard "
+                "import interface as w; w.ensure_absent(%r)" % (os.path.join(ROOT, "build", "collections"), ifname))
         netns.exec_in(ns, [sys.executable, "-c", code], check=False)
         for suffix in (".sock", ".pid", ".log", ".pid.tmp"):
             try:
@@ -81,8 +83,8 @@ def test_tunnel_lifecycle(wg_names, tmp_path):
     assert r["changed"] and stat.S_IMODE(os.stat(key_file).st_mode) == 0o600, r.get("msg")
     priv_a = open(key_file).read().strip()
     pub_a = r["public_key"]
-    assert wg.public_key(priv_a) == pub_a and priv_a not in r["stdout"]
-    priv_b, pub_b = wg.generate_keypair()
+    assert public_key(priv_a) == pub_a and priv_a not in r["stdout"]
+    priv_b, pub_b = generate_keypair()
 
     args_a = iface_args(ifa, None, 51820, "10.80.0.1/30", pub_b, "192.168.77.2:51820", "10.80.0.2/32")
     del args_a["private_key"]
@@ -99,7 +101,7 @@ def test_tunnel_lifecycle(wg_names, tmp_path):
     rb = run_module("liqo.fabric.wireguard_interface", args_b, netns=b, diff=True)
     for r in (ra, rb):
         assert r["changed"] and not r.get("failed"), r.get("msg")
-        assert r["backend"] == ("kernel" if wg.kernel_has_wireguard() else "wireguard-go")
+        assert r["backend"] == ("kernel" if kernel_has_wireguard() else "wireguard-go")
         assert no_secret(r, priv_a, priv_b)
     assert rb["interface"]["public_key"] == pub_b and rb["interface"]["mtu"] == 1340
     if rb["backend"] == "wireguard-go":
@@ -108,7 +110,7 @@ def test_tunnel_lifecycle(wg_names, tmp_path):
             assert stat.S_IMODE(os.stat(pid_file).st_mode) == 0o600
             assert int(open(pid_file).read()) == r["pid"] and pid_alive(r["pid"])
         dev = uapi_get(ifb)
-        assert dev.private_key == wg.decode_key(priv_b, "k") and dev.listen_port == 51820
+        assert dev.private_key == decode_key(priv_b, "k") and dev.listen_port == 51820
         assert dev.peers[pub_a].allowed_ips == ["10.80.0.1/32"]
 
     # the process outlives ansible and the tunnel carries traffic
@@ -146,7 +148,7 @@ def test_tunnel_lifecycle(wg_names, tmp_path):
         assert uapi_get(ifb).peers[pub_a].persistent_keepalive == 25
 
     # exclusive: an extra peer is kept without it, removed with it
-    extra = wg.generate_keypair()[1]
+    extra = generate_keypair()[1]
     more = dict(changed_b, peers=changed_b["peers"] + [{"public_key": extra, "allowed_ips": ["10.99.0.0/24"]}])
     assert run_module("liqo.fabric.wireguard_interface", more, netns=b)["changed"]
     assert not run_module("liqo.fabric.wireguard_interface", changed_b, netns=b)["changed"]
@@ -173,9 +175,9 @@ def test_tunnel_lifecycle(wg_names, tmp_path):
 
 def test_wrong_public_key_gets_no_traffic(wg_names):
     a, b, ifa, ifb = wg_names
-    priv_a, pub_a = wg.generate_keypair()
-    priv_b, pub_b = wg.generate_keypair()
-    wrong = wg.generate_keypair()[1]
+    priv_a, pub_a = generate_keypair()
+    priv_b, pub_b = generate_keypair()
+    wrong = generate_keypair()[1]
     # A believes B's key is `wrong`: handshakes from either side are rejected
     r1 = run_module("liqo.fabric.wireguard_interface",
                     iface_args(ifa, priv_a, 51820, "10.80.0.1/30", wrong, "192.168.77.2:51820", "10.80.0.2/32"), netns=a)
@@ -200,8 +202,8 @@ def test_wrong_public_key_gets_no_traffic(wg_names):
 ])
 def test_bad_input_fails_naming_the_field_and_creates_nothing(wg_names, bad, field):
     a, ifa = wg_names[0], wg_names[2]
-    priv = wg.generate_private_key()
-    peer_pub = wg.generate_keypair()[1]
+    priv = generate_private_key()
+    peer_pub = generate_keypair()[1]
     args = iface_args(ifa, priv, 51820, "10.80.0.1/30", peer_pub, "192.168.77.2:51820", "10.80.0.2/32")
     args.update(copy.deepcopy(bad))
     for p in args["peers"]:
@@ -215,10 +217,10 @@ def test_bad_input_fails_naming_the_field_and_creates_nothing(wg_names, bad, fie
 
 
 def test_name_used_in_another_netns_is_refused(wg_names):
-    if wg.kernel_has_wireguard():
+    if kernel_has_wireguard():
         pytest.skip("kernel has the wireguard module: interface names are per netns, no shared UAPI socket")
     a, b, ifa = wg_names[:3]
-    priv = wg.generate_private_key()
+    priv = generate_private_key()
     args = {"name": ifa, "private_key": priv}
     assert run_module("liqo.fabric.wireguard_interface", args, netns=a)["changed"]
     r = run_module("liqo.fabric.wireguard_interface", args, netns=b)
@@ -238,7 +240,7 @@ def test_keypair_module(tmp_path):
     r2 = run_module("liqo.fabric.wireguard_keypair", {"path": path})
     r3 = run_module("liqo.fabric.wireguard_keypair", {"path": path})
     priv = open(path).read().strip()
-    assert r2["changed"] and not r3["changed"] and r2["public_key"] == r3["public_key"] == wg.public_key(priv)
+    assert r2["changed"] and not r3["changed"] and r2["public_key"] == r3["public_key"] == public_key(priv)
     assert "private_key" not in r2 and no_secret(r2, priv) and no_secret(r3, priv)
     if shutil.which("wg"):
         wg_out = subprocess.run(["wg", "pubkey"], input=priv, capture_output=True, text=True, check=True).stdout

@@ -18,7 +18,7 @@ from tests.lab import netns
 pytestmark = pytest.mark.root
 
 sys.path.insert(0, os.path.join(ROOT, "build", "collections"))
-from ansible_collections.liqo.fabric.plugins.module_utils import wireguard as wg  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.keys import generate_keypair  # noqa: E402
 
 SERVER_EP = "192.168.77.2:51820"
 
@@ -43,15 +43,15 @@ def handshake_after(ns, ifname, t0, limit=5.0):
 
 def session_code(call):
     """Code for a child interpreter in a netns (module_utils act on the netns of their process) printing the result
-    of `call`, an expression on wireguard_session imported as `s`."""
-    return ("import sys; sys.path.insert(0, %r); from ansible_collections.liqo.fabric.plugins.module_utils "
-            "import wireguard_session as s; print(%s)" % (os.path.join(ROOT, "build", "collections"), call))
+    of `call`, an expression on wireguard/session.py imported as `s`."""
+    return ("import sys; sys.path.insert(0, %r); from ansible_collections.liqo.fabric.plugins.module_utils.wireguard "
+            "import session as s; print(%s)" % (os.path.join(ROOT, "build", "collections"), call))
 
 
 def pair(a, b, ifa, ifb, client_peer):
     """Server on b (port 51820, peer without endpoint); client on a (unmanaged port) with `client_peer`."""
-    priv_a, pub_a = wg.generate_keypair()
-    priv_b, pub_b = wg.generate_keypair()
+    priv_a, pub_a = generate_keypair()
+    priv_b, pub_b = generate_keypair()
     server = iface_args(ifb, priv_b, 51820, "10.80.0.2/30", pub_a, None, "10.80.0.1/32")
     client = iface_args(ifa, priv_a, None, "10.80.0.1/30", pub_b, SERVER_EP, "10.80.0.2/32")
     del client["listen_port"]

@@ -1,12 +1,12 @@
-"""module_utils/atomic_file.py: a file written whole with its mode from the start; a failure leaves the old file
+"""module_utils/host/atomic_file.py: a file written whole with its mode from the start; a failure leaves the old file
 and no .tmp behind."""
 import os
 import stat
 
 import pytest
 
-from ansible_collections.liqo.fabric.plugins.module_utils import atomic_file
-from ansible_collections.liqo.fabric.plugins.module_utils.atomic_file import write_atomic
+from ansible_collections.liqo.fabric.plugins.module_utils.host import atomic_file
+from ansible_collections.liqo.fabric.plugins.module_utils.host.atomic_file import write_atomic
 
 
 def test_a_new_file_is_0600_and_a_replaced_one_keeps_no_tmp(tmp_path):

@@ -5,8 +5,8 @@ import stat
 
 import pytest
 
-from ansible_collections.liqo.fabric.plugins.module_utils import kube_client
-from ansible_collections.liqo.fabric.plugins.module_utils.wireguard import (
+from ansible_collections.liqo.fabric.plugins.module_utils.kube import client as kube_client
+from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.keys import (
     CHECK_MODE_PRIVATE_KEY, CHECK_MODE_PUBLIC_KEY, generate_keypair, public_key)
 from ansible_collections.liqo.fabric.plugins.plugin_utils import check_plan
 

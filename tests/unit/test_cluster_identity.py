@@ -2,7 +2,7 @@
 (the ConfigMap itself is tested against the lab's apiserver in tests/e2e/test_real_clusters.py)."""
 import pytest
 
-from ansible_collections.liqo.fabric.plugins.module_utils.cluster_identity import IdentityError, check_name, default_name
+from ansible_collections.liqo.fabric.plugins.module_utils.api.cluster_identity import IdentityError, check_name, default_name
 
 CID = "4b6f2a7e-2d1c-4a55-9a1e-7f1c2b3d4e5f"
 

@@ -1,5 +1,6 @@
 """The collection as Ansible's tooling sees it: meta/runtime.yml's action group and ansible-core range, every role's
 meta/argument_specs.yml against its defaults, no Galaxy dependencies, and what the built tarball ships."""
+import ast
 import glob
 import os
 import re
@@ -82,7 +83,7 @@ NOT_SHIPPED = ("tests/", "molecule/", "hack/", "deploy/image/", ".ci/", "changel
                "Makefile", "pytest.ini", "requirements-test.txt", "ansible.cfg", ".ansible-lint", ".gitignore",
                "CONTRIBUTING.md")
 SHIPPED = ("meta/runtime.yml", "README.md", "requirements.txt", "playbooks/connect.yml", "plugins/modules/k8s_apply.py",
-           "plugins/module_utils/kube_client.py", "controller/__main__.py", "controller/watches.yaml",
+           "plugins/module_utils/kube/client.py", "controller/__main__.py", "controller/watches.yaml",
            "deploy/crds/networking.liqo.io_gatewayservers.yaml", "deploy/templates/wireguard-server.yaml",
            "changelogs/config.yaml", "tools/ansiballz_cache.py",
            *[f"roles/{r}/meta/argument_specs.yml" for r in ROLES])
@@ -130,17 +131,50 @@ def _sources(*trees):
 
 
 def test_one_kubernetes_client_for_the_modules_and_the_controller():
-    """Issue 19: one REST client (module_utils/kube_rest.py) for both; the old second client's dead names are gone."""
+    """Issue 19: one REST client (module_utils/kube/rest.py) for both; the old second client's dead names are gone."""
     client = re.compile(r"^\s*(import http\.client|from http import client|import urllib\.request|import urllib3|"
                         r"from urllib3|from kubernetes import client|from kubernetes\.client import ApiClient)", re.M)
     opened = [path for path, text in _sources("plugins", "controller") if client.search(text)]
-    assert opened == ["plugins/module_utils/kube_rest.py"], opened
+    assert opened == ["plugins/module_utils/kube/rest.py"], opened
     dead = [path for path, text in _sources("plugins", "controller", "tests")
             if re.search(r"\b(CORE_PLURALS|KUBERNETES_IMPORT_ERROR)\b", text) and not path.endswith(
                 "test_collection_layout.py")]
     assert not dead, dead
     with open(os.path.join(ROOT, "controller", "kubeapi.py"), encoding="utf-8") as f:
-        assert "from ansible_collections.liqo.fabric.plugins.module_utils.kube_rest import" in f.read()
+        assert "from controller.library import kube_rest" in f.read()
+    with open(os.path.join(ROOT, "controller", "library.py"), encoding="utf-8") as f:
+        assert "from ansible_collections.liqo.fabric.plugins.module_utils.kube import rest as kube_rest" in f.read()
+
+
+def test_module_utils_is_subpackages_whose_init_is_a_docstring_only():
+    """plugins/module_utils holds one subpackage per family and no loose file; each __init__.py says what the family
+    holds and imports nothing (a module run through AnsiballZ imports every package on its way)."""
+    top = os.path.join(ROOT, "plugins", "module_utils")
+    loose = sorted(n for n in os.listdir(top) if n.endswith(".py"))
+    assert not loose, loose
+    for family in sorted(n for n in os.listdir(top) if os.path.isdir(os.path.join(top, n)) and n != "__pycache__"):
+        with open(os.path.join(top, family, "__init__.py"), encoding="utf-8") as f:
+            body = ast.parse(f.read()).body
+        assert len(body) == 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant), family
+
+
+def test_the_controller_reaches_module_utils_through_controller_library_only():
+    """controller/library.py is the one controller file that imports the collection; the others import its modules
+    from there (`from controller.library import kube_client`) and call none of their private (_name) functions."""
+    from controller import library  # pylint: disable=import-outside-toplevel
+    direct = [path for path, text in _sources("controller")
+              if "ansible_collections.liqo.fabric.plugins" in text and path != "controller/library.py"]
+    assert not direct, direct
+    private, unknown = [], []
+    for path, text in _sources("controller"):
+        for names in re.findall(r"^from controller\.library import (.+)$", text, re.M):
+            for item in names.split(","):
+                name, _as, alias = item.strip().partition(" as ")
+                if name not in library.__all__:
+                    unknown.append(f"{path}: {name}")
+                private += [f"{path}: {m}" for m in re.findall(r"\b%s\._\w+" % re.escape(alias or name), text)]
+    assert not unknown, unknown
+    assert not private, private
 
 
 def test_readme_configuration_table_is_short():

@@ -14,9 +14,9 @@ from controller.engine.record import supersede
 from controller.engine.run import full_apply
 from tests.unit.test_controller_engine import ROOT
 
-from ansible_collections.liqo.fabric.plugins.module_utils import dataplane_manifest as dm  # noqa: E402
-from ansible_collections.liqo.fabric.plugins.module_utils import gateway_dataplane as gd  # noqa: E402
-from ansible_collections.liqo.fabric.plugins.module_utils import peer_health_daemon as phd  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils.gateway import dataplane as gd  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils.health import daemon as phd  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils.host import manifest as dm  # noqa: E402
 
 
 def test_overlay_manifest_from_the_plan_and_result():

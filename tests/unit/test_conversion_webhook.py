@@ -7,7 +7,7 @@ import urllib.request
 import pytest
 
 from controller.conversion import ConversionServer, review
-from plugins.module_utils.crd_conversion import ANNOTATION
+from plugins.module_utils.api.conversion import ANNOTATION
 from tests.lab.pki import make_pki, make_serving_cert
 
 A = "networking.liqo.io/v1alpha1"
@@ -97,9 +97,9 @@ def test_untrusted_ca_is_refused(server, tmp_path):
 
 
 def test_in_cluster_certificate_checks():
-    """plugins/module_utils/webhook_cert: the certificate the deploy makes, and when it is made again."""
+    """plugins/module_utils/kube/webhook_cert: the certificate the deploy makes, and when it is made again."""
     import datetime  # pylint: disable=import-outside-toplevel
-    from plugins.module_utils import webhook_cert  # pylint: disable=import-outside-toplevel
+    from plugins.module_utils.kube import webhook_cert  # pylint: disable=import-outside-toplevel
     pems = webhook_cert.make("liqo-fabric-webhook", "liqo", days=365)
     assert webhook_cert.usable(pems, "liqo-fabric-webhook", "liqo") == ""
     assert webhook_cert.usable(pems, "other", "liqo") == "tls.crt is not for other.liqo.svc"

@@ -1,4 +1,4 @@
-"""Issue 18: the v1alpha1 <-> v1beta1 converter (plugins/module_utils/crd_conversion.py).
+"""Issue 18: the v1alpha1 <-> v1beta1 converter (plugins/module_utils/api/conversion.py).
 
 Table-driven cases for every field that differs, the errors, and round-trip properties (hypothesis) over
 the seeds' v1alpha1 examples, Liqo-shaped v1beta1 examples and generated objects of both versions.
@@ -12,7 +12,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from plugins.module_utils.crd_conversion import ANNOTATION, ConversionError, convert
+from plugins.module_utils.api.conversion import ANNOTATION, ConversionError, convert
 from tests.unit.seed_examples import seed_examples
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -12,7 +12,7 @@ import jsonschema
 import pytest
 import yaml
 
-from plugins.module_utils.crd_conversion import convert
+from plugins.module_utils.api.conversion import convert
 from tests.unit.seed_examples import seed_examples, seed_path, seed_table_headers, texts_from_copy, texts_from_seed
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -1,8 +1,8 @@
-"""The pure checks of liqo.fabric.diagnose (module_utils/diagnose.py); the playbook on a lab is
+"""The pure checks of liqo.fabric.diagnose (module_utils/verify/diagnose.py); the playbook on a lab is
 tests/e2e/test_diagnose.py."""
 import email.utils
 
-from ansible_collections.liqo.fabric.plugins.module_utils import diagnose
+from ansible_collections.liqo.fabric.plugins.module_utils.verify import diagnose
 
 
 def conf(name, pod, external, remapped_pod=None, remapped_external=None, conditions=None, shape=lambda v: [v]):

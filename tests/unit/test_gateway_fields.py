@@ -10,12 +10,13 @@ import copy
 
 import pytest
 
-from ansible_collections.liqo.fabric.plugins.module_utils import gateway as gw_mod
-from ansible_collections.liqo.fabric.plugins.module_utils import gateway_api, gateway_incluster
-from ansible_collections.liqo.fabric.plugins.module_utils.gateway_keys import GatewayKeyError, keys_from_secret
-from ansible_collections.liqo.fabric.plugins.module_utils.gateway_template import render
-from ansible_collections.liqo.fabric.plugins.module_utils.ipam import Ipam, IpamError
-from ansible_collections.liqo.fabric.plugins.module_utils.wireguard import generate_keypair
+from ansible_collections.liqo.fabric.plugins.module_utils.gateway import api as gateway_api
+from ansible_collections.liqo.fabric.plugins.module_utils.gateway import incluster as gateway_incluster
+from ansible_collections.liqo.fabric.plugins.module_utils.gateway import plan as gw_mod
+from ansible_collections.liqo.fabric.plugins.module_utils.gateway.keys import GatewayKeyError, keys_from_secret
+from ansible_collections.liqo.fabric.plugins.module_utils.gateway.template import render
+from ansible_collections.liqo.fabric.plugins.module_utils.ipam.allocator import Ipam, IpamError
+from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.keys import generate_keypair
 from tests.unit.seed_examples import seed_examples
 
 LOCAL, REMOTE = "aaaa-local", "bbbb-remote"
@@ -355,7 +356,7 @@ def test_ipam_reads_string_and_single_element_list_cidrs(cidr, error):
 
 
 def test_key_rotation_refuses_the_users_keys():
-    from ansible_collections.liqo.fabric.plugins.module_utils import key_rotation  # pylint: disable=import-outside-toplevel
+    from ansible_collections.liqo.fabric.plugins.module_utils.gateway import key_rotation  # pylint: disable=import-outside-toplevel
     gw = _gateway(SERVER, {"port": 51820}, secretRef={"name": "user-keys"})
     gw["metadata"]["annotations"] = {key_rotation.PERIOD_ANNOTATION: "24h"}
     out = key_rotation.schedule(gw, None, None)

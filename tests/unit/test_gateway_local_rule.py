@@ -3,7 +3,7 @@ import re
 
 import pytest
 
-from ansible_collections.liqo.fabric.plugins.module_utils import gateway_dataplane as gd
+from ansible_collections.liqo.fabric.plugins.module_utils.gateway import dataplane as gd
 
 
 @pytest.mark.parametrize("value,message", [

@@ -1,4 +1,4 @@
-"""Gateway templates (plugins/module_utils/gateway_template.py) and the default templates in deploy/templates."""
+"""Gateway templates (plugins/module_utils/gateway/template.py) and the default templates in deploy/templates."""
 import copy
 import os
 import sys
@@ -9,7 +9,7 @@ import yaml
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "build", "collections"))
 
-from ansible_collections.liqo.fabric.plugins.module_utils.gateway_template import (  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.liqo.fabric.plugins.module_utils.gateway.template import (  # noqa: E402  pylint: disable=wrong-import-position
     TemplateError, render, render_gateway_template, render_string, template_data)
 from controller.__main__ import parse_args  # noqa: E402  pylint: disable=wrong-import-position
 

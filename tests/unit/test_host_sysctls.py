@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from ansible_collections.liqo.fabric.plugins.module_utils import host_sysctls as hs
+from ansible_collections.liqo.fabric.plugins.module_utils.host import sysctls as hs
 
 WANTED = (("net.ipv4.ip_forward", "1"), ("net.ipv4.conf.all.rp_filter", "2"))
 

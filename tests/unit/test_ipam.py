@@ -1,4 +1,4 @@
-"""IPAM (plugins/module_utils/ipam.py): table-driven cases of keep/remap, errors, release, state, translation."""
+"""IPAM (plugins/module_utils/ipam/allocator.py): table-driven cases of keep/remap, errors, release, state, translation."""
 import ipaddress
 import json
 import os
@@ -8,8 +8,8 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "build", "collections"))
 
-from ansible_collections.liqo.fabric.plugins.module_utils import ipam as ipam_mod  # noqa: E402  pylint: disable=wrong-import-position
-from ansible_collections.liqo.fabric.plugins.module_utils.ipam import (  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.liqo.fabric.plugins.module_utils.ipam import allocator as ipam_mod  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.liqo.fabric.plugins.module_utils.ipam.allocator import (  # noqa: E402  pylint: disable=wrong-import-position
     InvalidCidrError, InvalidCidrSizeError, InvalidStateError, Ipam, IpamError, LocalCidrOverlapError, PoolTooSmallError,
     PoolsExhaustedError, translate)
 
@@ -283,7 +283,7 @@ def test_pools_shrunk_below_a_ledger_allocation_name_the_pool_for_its_configurat
 
 def test_status_is_written_in_v1beta1_shape_whatever_the_spec_shape():
     """The IPAM writes status.remote.cidr as Liqo's lists of one (the collection reads and writes v1beta1)."""
-    from ansible_collections.liqo.fabric.plugins.module_utils import ipam_store  # pylint: disable=import-outside-toplevel
+    from ansible_collections.liqo.fabric.plugins.module_utils.ipam import store as ipam_store  # pylint: disable=import-outside-toplevel
     for pod in (["10.243.0.0/16"], "10.243.0.0/16"):
         conf = {"metadata": {"name": "c", "namespace": "n", "generation": 2}, "spec": {"remote": {"cidr": {"pod": pod}}}}
         status = ipam_store._desired_status(conf, {"pod": "10.71.0.0/16", "external": "10.72.0.0/16"})  # pylint: disable=protected-access

@@ -12,7 +12,7 @@ from hypothesis import given, settings, strategies as st
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "build", "collections"))
 
-from ansible_collections.liqo.fabric.plugins.module_utils.ipam import (  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.liqo.fabric.plugins.module_utils.ipam.allocator import (  # noqa: E402  pylint: disable=wrong-import-position
     Ipam, PoolsExhaustedError, translate)
 
 CONFIG = {

@@ -9,8 +9,12 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                                 "build", "collections"))
-from ansible_collections.liqo.fabric.plugins.module_utils import key_rotation as kr  # noqa: E402
-from ansible_collections.liqo.fabric.plugins.module_utils import wireguard as wg  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils.gateway import key_rotation as kr  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.diff import (  # noqa: E402
+    apply_change_to_state, compute_change)
+from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.model import DeviceState, PeerState  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.uapi import render_uapi_set  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.validation import validate_interface  # noqa: E402
 
 UTC = datetime.timezone.utc
 NOW = datetime.datetime(2026, 11, 25, 3, 0, 0, tzinfo=UTC)
@@ -85,21 +89,21 @@ def key(i):
 
 
 def spec(peer_key, endpoint=None, exclusive=True):
-    return wg.validate_interface({"name": "lwgtest", "private_key": key(9), "exclusive": exclusive,
-                                  "peers": [{"public_key": peer_key, "endpoint": endpoint, "allowed_ips": ["0.0.0.0/0"]}]})
+    return validate_interface({"name": "lwgtest", "private_key": key(9), "exclusive": exclusive,
+                               "peers": [{"public_key": peer_key, "endpoint": endpoint, "allowed_ips": ["0.0.0.0/0"]}]})
 
 
 def state(*peers):
-    return wg.DeviceState(bytes([9]) * 32, 51820, 0, {k: wg.PeerState(k, ep, ["0.0.0.0/0"]) for k, ep in peers})
+    return DeviceState(bytes([9]) * 32, 51820, 0, {k: PeerState(k, ep, ["0.0.0.0/0"]) for k, ep in peers})
 
 
 def test_a_replaced_peer_keeps_the_learned_endpoint():
-    change = wg.compute_change(spec(key(2)), state((key(1), "192.168.77.1:40000")))
+    change = compute_change(spec(key(2)), state((key(1), "192.168.77.1:40000")))
     new = [p for p in change.peers if p.new]
     assert [p.public_key for p in change.peers if p.remove] == [key(1)]
     assert len(new) == 1 and new[0].endpoint == "192.168.77.1:40000"
-    assert "endpoint=192.168.77.1:40000" in wg.render_uapi_set(change)
-    after = wg.apply_change_to_state(spec(key(2)), state((key(1), "192.168.77.1:40000")))
+    assert "endpoint=192.168.77.1:40000" in render_uapi_set(change)
+    after = apply_change_to_state(spec(key(2)), state((key(1), "192.168.77.1:40000")))
     assert after.peers[key(2)].endpoint == "192.168.77.1:40000"
 
 
@@ -110,6 +114,6 @@ def test_a_replaced_peer_keeps_the_learned_endpoint():
     (spec(key(2)), state()),                                                       # a new interface
 ])
 def test_no_endpoint_is_inherited_otherwise(desired, current):
-    change = wg.compute_change(desired, current)
+    change = compute_change(desired, current)
     new = [p for p in change.peers if p.new]
     assert new[0].endpoint == desired.peers[0].endpoint

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ansible_collections.liqo.fabric.plugins.module_utils.kube_apply import (
+from ansible_collections.liqo.fabric.plugins.module_utils.kube.apply import (
     REDACTED, ApplyError, api_version, check_definitions, content_changed, describe, diff_entry, fold_string_data,
     for_diff, has_condition, redact, secret_values)
 

@@ -20,9 +20,9 @@ import time
 import pytest
 import yaml
 
-from ansible_collections.liqo.fabric.plugins.module_utils import kube_config
-from ansible_collections.liqo.fabric.plugins.module_utils.kube_client import Kube, KubeError
-from ansible_collections.liqo.fabric.plugins.module_utils.kube_rest import Connection, KubeConfigError, Unreachable
+from ansible_collections.liqo.fabric.plugins.module_utils.kube import config as kube_config
+from ansible_collections.liqo.fabric.plugins.module_utils.kube.client import Kube, KubeError
+from ansible_collections.liqo.fabric.plugins.module_utils.kube.rest import Connection, KubeConfigError, Unreachable
 
 x509 = pytest.importorskip("cryptography.x509", reason="cryptography is needed to make test certificates")
 from cryptography.hazmat.primitives import hashes, serialization  # noqa: E402

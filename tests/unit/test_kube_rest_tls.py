@@ -12,7 +12,7 @@ import threading
 import pytest
 import yaml
 
-from ansible_collections.liqo.fabric.plugins.module_utils.kube_rest import Connection, KubeConfigError, Unreachable
+from ansible_collections.liqo.fabric.plugins.module_utils.kube.rest import Connection, KubeConfigError, Unreachable
 
 x509 = pytest.importorskip("cryptography.x509", reason="cryptography is needed to make test certificates")
 from cryptography.hazmat.primitives import hashes, serialization  # noqa: E402

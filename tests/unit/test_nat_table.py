@@ -10,7 +10,7 @@ _COLLECTIONS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.p
 if _COLLECTIONS not in sys.path:  # `make collection` links the checkout there
     sys.path.insert(0, _COLLECTIONS)
 
-from ansible_collections.liqo.fabric.plugins.module_utils import nat_table as nt  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils.nft import nat_table as nt  # noqa: E402
 
 
 def rules_text(table):
@@ -306,7 +306,7 @@ def test_below_the_map_threshold_every_remap_is_its_own_rule(monkeypatch):
 
 
 def test_nft_falls_back_to_the_command_without_the_library(monkeypatch):
-    from ansible_collections.liqo.fabric.plugins.module_utils import nftables
+    from ansible_collections.liqo.fabric.plugins.module_utils.nft import client as nftables
     monkeypatch.setattr(nftables, "library", lambda: None)
     monkeypatch.setattr(nftables.shutil, "which", lambda name, path=None: "/usr/sbin/nft")
     with nftables.Nft() as nft:

@@ -1,4 +1,4 @@
-"""Pure parts of plugins/module_utils/overlay_dataplane.py: validation of a node plan (all of it before any
+"""Pure parts of plugins/module_utils/overlay/dataplane.py: validation of a node plan (all of it before any
 write), the route device check and the diff lines. The kernel side is tests/integration/test_overlay_dataplane.py."""
 import os
 import sys
@@ -6,8 +6,8 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "build", "collections"))
-from ansible_collections.liqo.fabric.plugins.module_utils import overlay_dataplane as D  # noqa: E402  pylint: disable=wrong-import-position
-from ansible_collections.liqo.fabric.plugins.module_utils import overlay_plan as P  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.liqo.fabric.plugins.module_utils.overlay import dataplane as D  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.liqo.fabric.plugins.module_utils.overlay import plan as P  # noqa: E402  pylint: disable=wrong-import-position
 
 LINK = {"name": "lovg0a1b2c3d", "type": "vxlan", "vni": 65539, "remotes": ["172.30.0.2"], "local": "172.30.0.3",
         "mtu": 1450, "addresses": ["10.80.0.3/32"]}
@@ -114,7 +114,7 @@ def test_link_line():
 
 
 def test_host_digest_is_stable_and_follows_every_part_of_the_state():
-    from ansible_collections.liqo.fabric.plugins.module_utils.overlay_plan import host_digest
+    from ansible_collections.liqo.fabric.plugins.module_utils.overlay.plan import host_digest
     host = {"links": [{"name": "lovg1", "vni": 7, "remotes": ["172.30.0.2"]}], "routes": [{"dst": "10.0.0.0/16"}],
             "rules": [{"priority": 1900, "table": 18952}], "bypass": ["10.0.0.0/16"], "role": "node"}
     reordered = dict(reversed(list(host.items())))

@@ -1,11 +1,11 @@
-"""The in-cluster overlay plan (module_utils/overlay_incluster.py): node and gateway-pod sides agree on links,
+"""The in-cluster overlay plan (module_utils/overlay/incluster.py): node and gateway-pod sides agree on links,
 VNIs and addresses computed from what both read, and the plans pass overlay_dataplane's validation."""
 from __future__ import annotations
 
 import pytest
 
-from ansible_collections.liqo.fabric.plugins.module_utils import overlay_dataplane as od
-from ansible_collections.liqo.fabric.plugins.module_utils import overlay_incluster as oi
+from ansible_collections.liqo.fabric.plugins.module_utils.overlay import dataplane as od
+from ansible_collections.liqo.fabric.plugins.module_utils.overlay import incluster as oi
 
 
 def node(i, cidr=None):

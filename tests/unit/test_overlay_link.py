@@ -1,11 +1,11 @@
-"""Pure logic of plugins/module_utils/overlay_link.py: validation and the action plan."""
+"""Pure logic of plugins/module_utils/overlay/link.py: validation and the action plan."""
 import os
 import sys
 
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "build", "collections"))
-from ansible_collections.liqo.fabric.plugins.module_utils import overlay_link as O  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.liqo.fabric.plugins.module_utils.overlay import link as O  # noqa: E402  pylint: disable=wrong-import-position
 
 BASE = {"name": "ov0", "type": "vxlan", "vni": 100, "remotes": ["192.168.77.2"], "local": "192.168.77.1",
         "addresses": ["10.80.0.1/24"], "mtu": 1340, "dev": "eth0"}

@@ -7,7 +7,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.liqo.fabric.plugins.filter.overlay import FilterModule, node_overlay_pending, node_overlay_record
-from ansible_collections.liqo.fabric.plugins.module_utils import overlay_plan as P
+from ansible_collections.liqo.fabric.plugins.module_utils.overlay import plan as P
 
 
 def cluster(n_nodes=4, pods_on=None, remote=("10.72.0.0/16",), tunnels=("liqo-tun0",), local=("10.243.0.0/16",),

@@ -8,10 +8,10 @@ import pytest
 from tests.conftest import ROOT
 
 sys.path.insert(0, os.path.join(ROOT, "build", "collections"))
-from ansible_collections.liqo.fabric.plugins.module_utils import peer_health as ph  # noqa: E402
-from ansible_collections.liqo.fabric.plugins.module_utils import peer_health_host as host  # noqa: E402
-from ansible_collections.liqo.fabric.plugins.module_utils import peer_health_metrics as phm  # noqa: E402
-from ansible_collections.liqo.fabric.plugins.module_utils import peer_health_status as phs  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils.health import host  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils.health import metrics as phm  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils.health import prober as ph  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils.health import status as phs  # noqa: E402
 
 
 def test_packet_round_trip_and_garbage():
@@ -168,7 +168,7 @@ def test_stop_ends_the_probe_process_without_waiting_out_its_interval(tmp_path):
     """disconnect and reset stop every probe: the stop signal ends the loop where it waits (here the sleep of an
     interval of 5 s on an interface that does not exist), not at the end of that interval."""
     import time  # pylint: disable=import-outside-toplevel
-    from ansible_collections.liqo.fabric.plugins.module_utils import peer_health_daemon as phd  # noqa: E402
+    from ansible_collections.liqo.fabric.plugins.module_utils.health import daemon as phd  # noqa: E402
     state_dir = str(tmp_path / "health")
     spec = {"interface": "lfnone0", "address": "169.254.18.1", "interval": 5.0, "threshold": 3}
     assert phd.start(spec, state_dir)
@@ -183,7 +183,7 @@ def test_stop_ends_the_probe_process_without_waiting_out_its_interval(tmp_path):
 def test_the_probe_process_is_spawned_only_from_a_collection_on_disk(monkeypatch, tmp_path):
     """A probe process started in-process is a fresh interpreter importing the collection from its directory; from
     AnsiballZ's payload (a zip removed when the module ends) it stays a fork of the module's process."""
-    from ansible_collections.liqo.fabric.plugins.module_utils import peer_health_daemon as phd  # pylint: disable=import-outside-toplevel
+    from ansible_collections.liqo.fabric.plugins.module_utils.health import daemon as phd  # pylint: disable=import-outside-toplevel
     assert phd.collection_root() == os.path.join(ROOT, "build", "collections")
     fake = type(sys)("ansible_collections.liqo.fabric")
     fake.__path__ = [str(tmp_path / "ansible_payload.zip" / "ansible_collections" / "liqo" / "fabric")]

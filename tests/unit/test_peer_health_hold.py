@@ -1,4 +1,4 @@
-"""The key rotation's hold on the probes' session restarts (module_utils/peer_health_hold.py, apply_hold) and the
+"""The key rotation's hold on the probes' session restarts (module_utils/health/hold.py, apply_hold) and the
 gateway_interface filter that names the held interfaces: deadlines, expiry, damaged files, input checks, check
 mode, probes that do not run."""
 import json
@@ -13,11 +13,11 @@ from tests.conftest import ROOT
 sys.path.insert(0, os.path.join(ROOT, "build", "collections"))
 from ansible.errors import AnsibleFilterError  # noqa: E402
 from ansible_collections.liqo.fabric.plugins.filter.gateway_interface import gateway_interface  # noqa: E402
-from ansible_collections.liqo.fabric.plugins.module_utils import gateway as gw  # noqa: E402
-from ansible_collections.liqo.fabric.plugins.module_utils import peer_health_daemon as phd  # noqa: E402
-from ansible_collections.liqo.fabric.plugins.module_utils import peer_health_hold as hold  # noqa: E402
-from ansible_collections.liqo.fabric.plugins.module_utils.peer_health import HealthError  # noqa: E402
-from ansible_collections.liqo.fabric.plugins.module_utils.peer_health_host import apply_hold  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils.gateway import plan as gw  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils.health import daemon as phd  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils.health import hold  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils.health.host import apply_hold  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils.health.prober import HealthError  # noqa: E402
 from controller.peer_health import target_of  # noqa: E402
 
 

@@ -8,7 +8,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.liqo.fabric.plugins.filter.tenant import FilterModule
-from ansible_collections.liqo.fabric.plugins.module_utils.tenant_names import (
+from ansible_collections.liqo.fabric.plugins.module_utils.api.tenant_names import (
     MAX_NAME, TenantNameError, cluster_label, resource_name, tenant, tenant_namespace, tenant_namespaces)
 
 CID = "4b6f2a7e-2d1c-4a55-9a1e-7f1c2b3d4e5f"

@@ -1,7 +1,7 @@
-"""What liqo.fabric.verify probes (module_utils/verify.py); the playbook on a lab is tests/e2e/test_verify_diagnose.py."""
+"""What liqo.fabric.verify probes (module_utils/verify/probes.py); the playbook on a lab is tests/e2e/test_verify_diagnose.py."""
 import pytest
 
-from ansible_collections.liqo.fabric.plugins.module_utils import verify
+from ansible_collections.liqo.fabric.plugins.module_utils.verify import probes as verify
 
 CONF = {"metadata": {"name": "b", "namespace": "liqo-tenant-b", "labels": {"liqo.io/remote-cluster-id": "B"}},
         "spec": {"remote": {"cidr": {"pod": "10.243.0.0/16"}}}, "status": {"remote": {"cidr": {"pod": "10.7.0.0/16"}}}}

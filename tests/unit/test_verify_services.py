@@ -1,10 +1,10 @@
-"""The Services liqo.fabric.verify probes through (module_utils/verify_services.py): the selector-less NodePort
+"""The Services liqo.fabric.verify probes through (module_utils/verify/services.py): the selector-less NodePort
 Service and Endpoints at the remote pod's remapped address, the TCP probes to its ClusterIP and NodePort, the
 servers, and the report lines. On real-node clusters: tests/e2e/test_in_cluster.py."""
 import pytest
 
-from ansible_collections.liqo.fabric.plugins.module_utils import verify
-from ansible_collections.liqo.fabric.plugins.module_utils import verify_services as vs
+from ansible_collections.liqo.fabric.plugins.module_utils.verify import probes as verify
+from ansible_collections.liqo.fabric.plugins.module_utils.verify import services as vs
 from tests.unit.test_verify import CONF, pod
 
 LOCAL = [pod("a1", "n1", "10.243.0.2"), pod("a2", "n2", "10.243.1.2")]

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from ansible_collections.liqo.fabric.plugins.module_utils import wireguard_go_version as v
+from ansible_collections.liqo.fabric.plugins.module_utils.wireguard import go_version as v
 
 
 @pytest.mark.parametrize("text,version", [

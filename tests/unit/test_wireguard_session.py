@@ -7,24 +7,27 @@ import sys
 from tests.conftest import ROOT
 
 sys.path.insert(0, os.path.join(ROOT, "build", "collections"))
-from ansible_collections.liqo.fabric.plugins.module_utils import peer_health_metrics as phm  # noqa: E402
-from ansible_collections.liqo.fabric.plugins.module_utils import wireguard as wg  # noqa: E402
-from ansible_collections.liqo.fabric.plugins.module_utils import wireguard_session as wgs  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils.health import metrics as phm  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils.wireguard import session as wgs  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.keys import encode_key  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.model import DeviceState, PeerState  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.uapi import render_uapi_set  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.userspace import UserspaceBackend  # noqa: E402
 
-PUB_A = wg.encode_key(bytes(range(32)))
-PUB_B = wg.encode_key(bytes(range(1, 33)))
+PUB_A = encode_key(bytes(range(32)))
+PUB_B = encode_key(bytes(range(1, 33)))
 
 
 def device():
-    dev = wg.DeviceState()
-    dev.peers[PUB_A] = wg.PeerState(PUB_A, endpoint="192.168.77.2:51820", allowed_ips=["0.0.0.0/0"],
-                                    persistent_keepalive=25, preshared_key=b"\x07" * 32, rx_bytes=900, tx_bytes=800)
-    dev.peers[PUB_B] = wg.PeerState(PUB_B, endpoint=None, allowed_ips=["10.0.0.0/8"])
+    dev = DeviceState()
+    dev.peers[PUB_A] = PeerState(PUB_A, endpoint="192.168.77.2:51820", allowed_ips=["0.0.0.0/0"],
+                                 persistent_keepalive=25, preshared_key=b"\x07" * 32, rx_bytes=900, tx_bytes=800)
+    dev.peers[PUB_B] = PeerState(PUB_B, endpoint=None, allowed_ips=["10.0.0.0/8"])
     return dev
 
 
 def test_restart_removes_then_re_adds_the_same_configuration():
-    text = wg.render_uapi_set(wgs.restart_changes(device(), PUB_A))
+    text = render_uapi_set(wgs.restart_changes(device(), PUB_A))
     lines = text.split("\n")
     key = bytes(range(32)).hex()
     assert lines[:3] == ["set=1", "public_key=" + key, "remove=true"], lines
@@ -41,9 +44,9 @@ def test_peers_without_an_endpoint_cannot_start_a_handshake_and_are_left_alone()
 
 
 def test_rebind_moves_the_interface_to_a_random_port_with_the_restart_only():
-    text = wg.render_uapi_set(wgs.restart_changes(device(), PUB_A, rebind=True))
+    text = render_uapi_set(wgs.restart_changes(device(), PUB_A, rebind=True))
     assert text.split("\n")[:3] == ["set=1", "listen_port=0", "public_key=" + bytes(range(32)).hex()], text
-    assert "listen_port" not in wg.render_uapi_set(wgs.restart_changes(device(), PUB_A))
+    assert "listen_port" not in render_uapi_set(wgs.restart_changes(device(), PUB_A))
     assert wgs.restart_changes(device(), PUB_B, rebind=True).empty()   # nothing restarted: the port stays
 
 
@@ -54,7 +57,7 @@ def test_activation_gives_the_peer_without_an_endpoint_its_endpoint_and_keepaliv
     added = change.peers[1]
     assert (added.endpoint, added.persistent_keepalive, change.listen_port) == ("192.0.2.7:32100", 25, 0)
     assert added.allowed_ips == list(device().peers[PUB_B].allowed_ips)
-    text = wg.render_uapi_set(change)
+    text = render_uapi_set(change)
     assert text.index("remove=true") < text.index("endpoint=192.0.2.7:32100"), text
     dev = device()
     dev.peers[PUB_B].endpoint = "192.0.2.7:32100"   # already active: nothing to do
@@ -74,7 +77,7 @@ def test_counters_stay_monotonic_across_a_restart_from_zero():
 def test_the_config_lock_serializes_writers_of_one_interface(tmp_path):
     import fcntl
     import threading
-    be = wg.UserspaceBackend("lfab0", run_dir=str(tmp_path))
+    be = UserspaceBackend("lfab0", run_dir=str(tmp_path))
     with be.config_lock():
         pass  # no pid file (not running): nothing to lock, no file made
     assert list(tmp_path.iterdir()) == []

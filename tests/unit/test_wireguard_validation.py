@@ -8,10 +8,16 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                                 "build", "collections"))
-from ansible_collections.liqo.fabric.plugins.module_utils import wireguard as wg  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.errors import (  # noqa: E402
+    ValidationError, WireGuardError)
+from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.interface import choose_backend  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.keys import (  # noqa: E402
+    encode_key, generate_keypair, write_private_key_file)
+from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.link import LinkState  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.validation import validate_interface  # noqa: E402
 
-PRIV, PUB = wg.generate_keypair()
-PEER = wg.generate_keypair()[1]
+PRIV, PUB = generate_keypair()
+PEER = generate_keypair()[1]
 
 
 def params(**kw):
@@ -51,28 +57,28 @@ def fake_resolver(host, port, *a):
     ({"peers": [{"public_key": PEER}, {"public_key": PEER}]}, "peers[1].public_key: %r is already used by peers[0]" % PEER),
     ({"peers": [{"public_key": PUB}]}, "peers[0].public_key: %r is the interface's own public key" % PUB),
     ({"peers": [{"public_key": PEER, "allowed_ips": ["10.0.0.0/24"]},
-                {"public_key": wg.generate_keypair()[1], "allowed_ips": ["10.0.0.1/24"]}]},
+                {"public_key": generate_keypair()[1], "allowed_ips": ["10.0.0.1/24"]}]},
      "peers[1].allowed_ips[0]: '10.0.0.1/24' is already routed to peers[0]"),
 ])
 def test_bad_input_names_the_field(overrides, fragment):
-    with pytest.raises(wg.ValidationError) as e:
-        wg.validate_interface(params(**overrides), resolver=fake_resolver)
+    with pytest.raises(ValidationError) as e:
+        validate_interface(params(**overrides), resolver=fake_resolver)
     assert fragment in str(e.value)
     assert PRIV not in str(e.value)
 
 
 def test_all_errors_are_reported_together():
-    with pytest.raises(wg.ValidationError) as e:
-        wg.validate_interface(params(listen_port=-1, peers=[{"public_key": PEER, "allowed_ips": ["x"], "endpoint": "y"}]),
-                              resolver=fake_resolver)
+    with pytest.raises(ValidationError) as e:
+        validate_interface(params(listen_port=-1, peers=[{"public_key": PEER, "allowed_ips": ["x"], "endpoint": "y"}]),
+                           resolver=fake_resolver)
     msg = str(e.value)
     assert "listen_port" in msg and "peers[0].allowed_ips[0]" in msg and "peers[0].endpoint" in msg
 
 
 def test_bad_preshared_key_is_not_echoed():
     psk = base64.b64encode(bytes(31)).decode()   # 44 characters, 31 bytes
-    with pytest.raises(wg.ValidationError) as e:
-        wg.validate_interface(params(peers=[{"public_key": PEER, "preshared_key": psk}]))
+    with pytest.raises(ValidationError) as e:
+        validate_interface(params(peers=[{"public_key": PEER, "preshared_key": psk}]))
     assert psk not in str(e.value)
 
 
@@ -82,12 +88,12 @@ def test_bad_preshared_key_is_not_echoed():
     ("gw.example:4500", "192.168.77.2:4500"),
 ])
 def test_endpoints_are_canonical(endpoint, expected):
-    s = wg.validate_interface(params(peers=[{"public_key": PEER, "endpoint": endpoint}]), resolver=fake_resolver)
+    s = validate_interface(params(peers=[{"public_key": PEER, "endpoint": endpoint}]), resolver=fake_resolver)
     assert s.peers[0].endpoint == expected
 
 
 def test_normalization():
-    s = wg.validate_interface(params(addresses=["10.80.0.1/30", "fd00::1/64"], mtu=None, peers=[
+    s = validate_interface(params(addresses=["10.80.0.1/30", "fd00::1/64"], mtu=None, peers=[
         {"public_key": " " + PEER + "\n", "allowed_ips": ["10.71.0.5/16", "10.80.0.2", "fd00::/64"]}]))
     assert s.mtu == 1340 and s.addresses == ["10.80.0.1/30", "fd00::1/64"]
     assert s.peers[0].public_key == PEER
@@ -97,16 +103,16 @@ def test_normalization():
 
 def test_private_key_file_is_used(tmp_path):
     path = tmp_path / "k"
-    assert wg.write_private_key_file(str(path), PRIV)
-    s = wg.validate_interface(params(private_key=None, private_key_file=str(path)))
-    assert wg.encode_key(s.private_key) == PRIV
+    assert write_private_key_file(str(path), PRIV)
+    s = validate_interface(params(private_key=None, private_key_file=str(path)))
+    assert encode_key(s.private_key) == PRIV
 
 
 def test_choose_backend():
-    assert wg.choose_backend("x", None, "auto", kernel_available=True).name == "kernel"
-    assert wg.choose_backend("x", None, "auto", kernel_available=False).name == "wireguard-go"
-    assert wg.choose_backend("x", wg.LinkState(3, "wireguard", 1420, True, []), "wireguard-go").name == "kernel"
-    with pytest.raises(wg.WireGuardError, match="not a WireGuard interface"):
-        wg.choose_backend("x", wg.LinkState(3, "veth", 1500, True, []), "auto", run_dir="/nonexistent")
-    with pytest.raises(wg.ValidationError, match="backend"):
-        wg.choose_backend("x", None, "bogus")
+    assert choose_backend("x", None, "auto", kernel_available=True).name == "kernel"
+    assert choose_backend("x", None, "auto", kernel_available=False).name == "wireguard-go"
+    assert choose_backend("x", LinkState(3, "wireguard", 1420, True, []), "wireguard-go").name == "kernel"
+    with pytest.raises(WireGuardError, match="not a WireGuard interface"):
+        choose_backend("x", LinkState(3, "veth", 1500, True, []), "auto", run_dir="/nonexistent")
+    with pytest.raises(ValidationError, match="backend"):
+        choose_backend("x", None, "bogus")

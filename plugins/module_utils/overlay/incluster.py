@@ -1,0 +1,215 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, liqo.fabric developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The overlay of the in-cluster fabric: from every node to the active gateway pod, planned for one host at a
+time (the node agent plans its own node, the gateway pod itself), in the shape `overlay_dataplane` applies
+(`links`, `routes`, `rules`, `bypass`).
+
+Unlike the agentless overlay (overlay/plan.py, between nodes and gateway hosts), one end of every link is the
+gateway pod's IP (the seeds: "the endpoints of these tunnels are node and pod IPs"), and nothing is written in
+the API, so every party computes the same addresses from what it reads:
+
+- a node's internal address comes from its `spec.podCIDR` (the slot of that slice, from `.2`): stable and
+  unique as long as the pod CIDRs are; the gateway pod's internal address is the first of the internal CIDR
+  (the `internalEndpoint` its gateway publishes);
+- the link between a node and the gateway pod is `lovg<hash(gateway)>` on the node and `lovn<hash(node)>` in
+  the pod, VNI 4096 + the node's slot;
+- a node: table 18952 sends the remote (remapped) CIDRs to the gateway's internal address over its link,
+  rules `to <remote CIDR>` select it, and the masquerade bypass keeps the pods' sources; the gateway pod's own
+  node is a node like the others, so both directions of its pods' traffic go through the overlay (symmetric);
+- the gateway pod: table 18952 sends each node's pod CIDR back over that node's link, selected by `iif
+  <tunnel>` rules: what comes out of the tunnel returns the way it came;
+- the links' MTU is the tunnel's (the gateway's spec.mtu), not the underlay's: a packet too big for the tunnel
+  is refused on the source's own node, whose conntrack knows the flow, so the "fragmentation needed" reaches the
+  pod. Refused in the gateway pod, that ICMP error would cross the gateway pod's node outside the overlay, where
+  the flow is unknown, and kube-proxy drops it as INVALID (measured: every 1,400-byte ping from another node lost).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+
+GATEWAY_COMPONENT_LABEL = "networking.liqo.io/component"
+GATEWAY_NAME_LABEL = "networking.liqo.io/gateway-name"
+ACTIVE_LABEL = "networking.liqo.io/active"
+REMOTE_CLUSTER_ID_LABEL = "liqo.io/remote-cluster-id"
+GATEWAY_KINDS = ("GatewayServer", "GatewayClient")
+TABLE = 18952
+INTERNAL_RULE_PRIORITY = 1650
+TUNNEL_RULE_PRIORITY = 1700
+NODE_RULE_PRIORITY = 1900
+VNI_BASE = 4096
+DEFAULT_MTU = 1340  # the tunnel's (a gateway without spec.mtu)
+
+
+class OverlayPlanError(ValueError):
+    """Bad input or state: the message names what and the value."""
+
+
+def _short(name):
+    return hashlib.sha256(name.encode()).hexdigest()[:8]
+
+
+def node_link_name(gateway):
+    """The link on a node towards a gateway pod (`gateway`: namespace/name of its GatewayServer/Client)."""
+    return "lovg" + _short("pod:" + gateway)
+
+
+def gateway_link_name(node):
+    """The link in the gateway pod towards a node."""
+    return "lovn" + _short(node)
+
+
+def node_slot(node, internal_cidr):
+    """Slot of a node (from 2) and its internal address, from its spec.podCIDR; None without one."""
+    cidr = (node.get("spec") or {}).get("podCIDR")
+    if not cidr:
+        return None
+    net = ipaddress.ip_network(cidr, strict=False)
+    internal = ipaddress.ip_network(internal_cidr, strict=False)
+    span = internal.num_addresses - 3  # network, .1 (the gateway) and broadcast excluded
+    if span < 1:
+        raise OverlayPlanError("internal_cidr: %s is too small for nodes" % internal_cidr)
+    slot = 2 + (int(net.network_address) >> (32 - net.prefixlen)) % span
+    return slot, str(internal.network_address + slot)
+
+
+def gateway_internal_ip(internal_cidr):
+    return str(ipaddress.ip_network(internal_cidr, strict=False).network_address + 1)
+
+
+def _underlay(node):
+    for addr in (node.get("status") or {}).get("addresses") or []:
+        if addr.get("type") == "InternalIP":
+            return addr.get("address")
+    raise OverlayPlanError("node %s: no InternalIP in status.addresses" % node["metadata"]["name"])
+
+
+def _pod_gateway_address(node):
+    cidr = (node.get("spec") or {}).get("podCIDR")
+    net = ipaddress.ip_network(cidr, strict=False)
+    return str(net.network_address + 1) if net.num_addresses > 2 else None
+
+
+def _live(pods):
+    """Running with an IP, not being deleted."""
+    return [p for p in pods if (p.get("status") or {}).get("phase") == "Running" and (p.get("status") or {}).get("podIP")
+            and not p["metadata"].get("deletionTimestamp")]
+
+
+def active_pod(pods):
+    """The active gateway pod among a gateway's pods: running with an IP, not being deleted; the one labelled
+    active (active/standby) if any, else the oldest."""
+    live = _live(pods)
+    labelled = [p for p in live if (p["metadata"].get("labels") or {}).get(ACTIVE_LABEL) == "true"]
+    live = labelled or live
+    live.sort(key=lambda p: (p["metadata"].get("creationTimestamp") or "", p["metadata"]["name"]))
+    return live[0] if live else None
+
+
+def gather(kube, gateway=None):
+    """What a plan needs from the API: the gateway ({kind, namespace, name, key}) with its active pod (or None),
+    the remote CIDRs it leads to, the network ConfigMap. `gateway`: the one of a gateway pod; None (a node
+    agent): the cluster's gateway (the first one, by namespace and name, with a running pod)."""
+    if gateway:
+        found = [dict(gateway, obj=kube.get(gateway["kind"], gateway["namespace"], gateway["name"]))]
+    else:
+        found = [{"kind": kind, "namespace": g["metadata"]["namespace"], "name": g["metadata"]["name"], "obj": g}
+                 for kind in GATEWAY_KINDS for g in kube.list(kind)]
+    found = [g for g in found if g["obj"] and not g["obj"]["metadata"].get("deletionTimestamp")]
+    found.sort(key=lambda g: (g["namespace"], g["name"], g["kind"]))
+    chosen, pod, pods = None, None, []
+    for g in found:
+        pods = kube.list("Pod", g["namespace"], "%s=gateway,%s=%s" % (GATEWAY_COMPONENT_LABEL, GATEWAY_NAME_LABEL, g["name"]))
+        pod = active_pod(pods)
+        if pod:
+            chosen = g
+            break
+    if not chosen and found:
+        chosen = found[0]   # between two pods: its remote CIDRs stay held (plan_node)
+    remote = []
+    if chosen:
+        remote_id = (chosen["obj"]["metadata"].get("labels") or {}).get(REMOTE_CLUSTER_ID_LABEL)
+        for conf in kube.list("Configuration", chosen["namespace"]):
+            if (conf["metadata"].get("labels") or {}).get(REMOTE_CLUSTER_ID_LABEL) == remote_id:
+                cidr = (((conf.get("status") or {}).get("remote") or {}).get("cidr") or {}).get("pod")
+                remote += cidr if isinstance(cidr, list) else [cidr] if cidr else []
+    net = (kube.get("ConfigMap", "liqo", "liqo-fabric-network") or {}).get("data") or {}
+    return {"gateway": "%s/%s" % (chosen["namespace"], chosen["name"]) if chosen else None,
+            "gateway_kind": chosen["kind"] if chosen else None,
+            "pod": {"name": pod["metadata"]["name"], "ip": pod["status"]["podIP"], "node": pod["spec"].get("nodeName")}
+            if pod else None,
+            # a gateway pod's view: every live pod of its gateway, so a warm standby builds its own end too
+            "pods": {p["metadata"]["name"]: p["status"]["podIP"] for p in _live(pods)} if gateway and chosen else {},
+            "remote_cidrs": sorted(set(remote), key=lambda c: ipaddress.ip_network(c, strict=False)),
+            "mtu": int((chosen["obj"].get("spec") or {}).get("mtu") or DEFAULT_MTU) if chosen else DEFAULT_MTU,
+            "internal_cidr": net.get("internalCIDR") or "10.80.0.0/16",
+            "local_pod_cidrs": [c.strip() for c in (net.get("podCIDR") or "").split(",") if c.strip()]}
+
+
+def _link(name, vni, remote, local, address, link_type, mtu):
+    return {"name": name, "type": link_type, "vni": vni, "remotes": [remote], "local": local, "mtu": mtu,
+            "addresses": ["%s/32" % address]}
+
+
+def plan_node(node, facts, link_type="vxlan", mtu=None, masquerade_bypass=True):
+    """The overlay of one node towards the active gateway pod ({} parts when there is no gateway or no remote
+    CIDR: all removed). A gateway between two pods (the active one gone, the next not yet up) keeps its rules
+    and bypass with blackhole routes: packets for the remote CIDRs are dropped instead of leaving by the node's
+    default route, where the masquerade would rewrite them and conntrack would keep that for as long as the flow
+    lives (measured: a ping started before a takeover never recovered, while a new one passed at once).
+    `mtu` None: the tunnel's (see the module docstring)."""
+    host = {"links": [], "routes": [], "rules": [], "bypass": []}
+    mtu = mtu or facts.get("mtu") or DEFAULT_MTU
+    slot = node_slot(node, facts["internal_cidr"])
+    if not facts["gateway"] or not facts["remote_cidrs"] or slot is None:
+        return host
+    host["rules"] = [{"priority": INTERNAL_RULE_PRIORITY, "to": facts["internal_cidr"], "table": TABLE}] + [
+        {"priority": NODE_RULE_PRIORITY, "to": cidr, "table": TABLE} for cidr in facts["remote_cidrs"]]
+    if masquerade_bypass:
+        host["bypass"] = [{"saddr": p, "daddr": c} for p in facts["local_pod_cidrs"] for c in facts["remote_cidrs"]]
+    if not facts["pod"]:
+        host["routes"] = [{"dst": cidr, "type": "blackhole"} for cidr in facts["remote_cidrs"]]
+        return host
+    gw_ip = gateway_internal_ip(facts["internal_cidr"])
+    dev = node_link_name(facts["gateway"])
+    host["links"] = [_link(dev, VNI_BASE + slot[0], facts["pod"]["ip"], _underlay(node), slot[1], link_type, mtu)]
+    src = _pod_gateway_address(node)
+    host["routes"] = [{"dst": "%s/32" % gw_ip, "dev": dev, "scope": "link"}]
+    for cidr in facts["remote_cidrs"]:
+        route = {"dst": cidr, "via": gw_ip, "dev": dev, "onlink": True}
+        if src:
+            route["src"] = src
+        host["routes"].append(route)
+    return host
+
+
+def plan_gateway(nodes, facts, pod_name, tunnel_interfaces, link_type="vxlan", mtu=None):
+    """The overlay inside the gateway pod `pod_name`: a link to every node with a pod CIDR, their pod CIDRs
+    routed back over them for what comes out of the tunnels. The active pod and a warm standby (a live pod of the
+    gateway: the nodes' links point to the active one only, so the standby's carry nothing until it takes over)
+    build it; empty for a pod being deleted or not (yet) running."""
+    host = {"links": [], "routes": [], "rules": [], "bypass": []}
+    mtu = mtu or facts.get("mtu") or DEFAULT_MTU
+    if facts["pod"] and facts["pod"]["name"] == pod_name:
+        own_ip = facts["pod"]["ip"]
+    else:
+        own_ip = (facts.get("pods") or {}).get(pod_name)
+    if not own_ip:
+        return host
+    gw_ip = gateway_internal_ip(facts["internal_cidr"])
+    peers, back = [], []
+    for node in sorted(nodes, key=lambda n: n["metadata"]["name"]):
+        slot = node_slot(node, facts["internal_cidr"])
+        if slot is None:
+            continue
+        dev = gateway_link_name(node["metadata"]["name"])
+        host["links"].append(_link(dev, VNI_BASE + slot[0], _underlay(node), own_ip, gw_ip, link_type, mtu))
+        peers.append({"dst": "%s/32" % slot[1], "dev": dev, "scope": "link"})
+        back.append({"dst": str(ipaddress.ip_network(node["spec"]["podCIDR"], strict=False)), "via": slot[1],
+                     "dev": dev, "onlink": True})
+    host["routes"] = peers + back
+    host["rules"] = [{"priority": INTERNAL_RULE_PRIORITY, "to": facts["internal_cidr"], "table": TABLE}] + [
+        {"priority": TUNNEL_RULE_PRIORITY, "iif": t, "table": TABLE} for t in sorted(tunnel_interfaces)]
+    return host
