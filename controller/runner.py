@@ -31,7 +31,7 @@ from controller.warm_client import MARKER as WARM_MARKER
 
 ensure_collection_importable()
 # pylint: disable=wrong-import-position
-from ansible_collections.liqo.fabric.plugins.plugin_utils import speed_paths  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.plugin_utils import speed  # noqa: E402
 
 log = logging.getLogger("controller.runner")
 
@@ -141,13 +141,12 @@ class PlaybookRunner:
         self.zygote: Optional[warm_mod.Zygote] = None
         self.warm_idle_exit = warm_idle_exit
         self._cold_logged: set = set()
-        off = speed_paths.off_reason() if warm else None
-        if off:  # the zygote patches ansible-core internals: only on the versions the suite runs
-            # a warning for an untested ansible-core; LIQO_FABRIC_SPEED_PATHS=off is the user's choice: info
-            (log.warning if speed_paths.unsupported_core() else log.info)(
-                "warm runner off", extra={"fields": {"reason": speed_paths.warning(off)}})
-        elif warm:
+        verdict = speed.enabled("warm_runner", warm)
+        if verdict.on:
             self._start_zygote(zygote_at_start)
+        elif warm:  # off by LIQO_FABRIC_SPEED_PATHS=off (the user's choice: info) or an untested ansible-core (warning)
+            (log.warning if verdict.warn else log.info)(
+                "warm runner off", extra={"fields": {"reason": speed.warning(verdict.reason)}})
 
     def _common_kwargs(self) -> dict:
         """The ansible_runner arguments that shape a run's environment (shared by runs and the zygote probe)."""
