@@ -6,8 +6,9 @@
 - the event handler keeps what the controller needs (first failed task: name, msg and result; changed
   count; `set_stats` data) and returns False so no event is written to disk; no stdout file either;
 - extra vars carry no secrets (paths and names only);
-- warm runner (default): ansible_runner spawns controller/warm.py's client instead of ansible-playbook, and
-  a zygote that imported Ansible once forks the run (same pty, events and environment; cold fallback).
+- warm runner (default; a speed path, plugin_utils/speed/warm.py): ansible_runner spawns its client instead of
+  ansible-playbook, and a zygote that imported Ansible once forks the run (same pty, events and environment; cold
+  fallback).
 """
 from __future__ import annotations
 
@@ -26,12 +27,12 @@ import ansible_runner
 from ansible_runner.config.runner import RunnerConfig
 
 from controller import ensure_collection_importable
-from controller import warm as warm_mod
-from controller.warm_client import MARKER as WARM_MARKER
 
 ensure_collection_importable()
 # pylint: disable=wrong-import-position
 from ansible_collections.liqo.fabric.plugins.plugin_utils import speed  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.plugin_utils.speed import warm as warm_mod  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.plugin_utils.speed.warm_client import MARKER as WARM_MARKER  # noqa: E402
 
 log = logging.getLogger("controller.runner")
 

@@ -163,7 +163,7 @@ not_measured = [
     "the venv of tests/e2e/test_built_collection.py: the README's requirements only (the test checks it), "
     "no coverage there",
     "ansible-test sanity: its tests run in environments of its own, which drop these settings",
-    "the warm runner's client in its real runs: a copy of controller/warm_client.py run as `python -IS` (no "
+    "the warm runner's client in its real runs: a copy of plugins/plugin_utils/speed/warm_client.py run as `python -IS` (no "
     "site, so no start-up hook); only the unit tests that import it count",
     "a process killed with SIGKILL (tests do that on purpose), or still running when the suite ended: its data "
     "is written at exit",

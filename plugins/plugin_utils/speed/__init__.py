@@ -16,9 +16,15 @@ versions the suite runs, unless LIQO_FABRIC_SPEED_PATHS=off or its own switch tu
   ``ansible.module_utils.common.warnings._global_warnings`` / ``_global_deprecations``,
   ``ansible.executor.module_common._get_module_metadata`` and the ``_MODULE_METADATA`` setting; all but the last
   two imported in internals.py.
+- warm.py (with its client warm_client.py): the controller's playbook runs forked from a zygote that imported
+  Ansible once. Private names: ``ansible.utils.collection_loader._collection_finder._meta_yml_to_dict`` (replaced by
+  a memoized parser), ``ansible.config.manager``'s ``_base_defs`` and ``_config_file``,
+  ``ansible.utils.display._synchronize_textiowrapper``, ``DataLoader.load_from_file`` (wrapped).
 
 The edge: nothing outside this package imports ansible-core's private internals, and the rest of the code reads as
 the ordinary way with one `if` where a path may take over (plugin_utils/module_action.py, controller/runner.py).
+warm.py and warm_client.py also run outside the collection, from a path or a copy (their docstrings say how): they
+import nothing of it.
 """
 
 from ansible_collections.liqo.fabric.plugins.plugin_utils.speed.switch import (
