@@ -4,9 +4,10 @@
 """The speed paths: the collection's optional fast lane beside the ordinary way Ansible runs things.
 
 Everything works without this package's paths: modules run as AnsiballZ modules, the controller starts a cold
-ansible-playbook per run. The paths make the same runs faster by leaning on ansible-core internals that are no
-public API, so each asks the one switch (switch.py, `enabled(kind, setting)`) and runs only on the ansible-core
-versions the suite runs, unless LIQO_FABRIC_SPEED_PATHS=off or its own switch turns it off:
+ansible-playbook per run. The paths make the same runs faster by leaning on internals that are no public API
+(ansible-core's, zipimport's), so each asks the one switch (switch.py, `enabled(kind, setting)`): those on
+ansible-core internals run only on the ansible-core versions the suite runs, and LIQO_FABRIC_SPEED_PATHS=off or a
+path's own switch turns it off:
 
 - in_process.py: an API module's main() in the Ansible worker, a host module's in a child forked from it;
   netns_fork.py: that child, inside the host's network namespace (setns(2) through libc);
@@ -20,11 +21,14 @@ versions the suite runs, unless LIQO_FABRIC_SPEED_PATHS=off or its own switch tu
   Ansible once. Private names: ``ansible.utils.collection_loader._collection_finder._meta_yml_to_dict`` (replaced by
   a memoized parser), ``ansible.config.manager``'s ``_base_defs`` and ``_config_file``,
   ``ansible.utils.display._synchronize_textiowrapper``, ``DataLoader.load_from_file`` (wrapped).
+- ansiballz_cache.py: AnsiballZ payload zips imported with one compile per file and the code objects cached on
+  disk, installed into a venv as a .pth (`make setup`). Private names: ``zipimport.zipimporter._files`` and
+  AnsiballZ's payload file naming.
 
 The edge: nothing outside this package imports ansible-core's private internals, and the rest of the code reads as
 the ordinary way with one `if` where a path may take over (plugin_utils/module_action.py, controller/runner.py).
-warm.py and warm_client.py also run outside the collection, from a path or a copy (their docstrings say how): they
-import nothing of it.
+warm.py, warm_client.py and ansiballz_cache.py (with switch.py) also run outside the collection, from a path or a
+copy (their docstrings say how): they import nothing of it.
 """
 
 from ansible_collections.liqo.fabric.plugins.plugin_utils.speed.switch import (
