@@ -31,11 +31,17 @@ $(VENV)/.stamp: requirements.txt requirements-test.txt pyproject.toml
 	@rm -rf *.egg-info
 	@touch $@
 
-# Module runs through this venv's Python take their bytecode from a cache (tools/ansiballz_cache.py).
-$(VENV)/.ansiballz-cache: tools/ansiballz_cache.py $(VENV)/.stamp
+# Module runs through this venv's Python take their bytecode from a cache (plugins/plugin_utils/speed/ansiballz_cache.py
+# and the speed paths' switch beside it, copied as the package liqo_fabric_speed: the collection is not importable
+# when a Python starts).
+SPEED := plugins/plugin_utils/speed
+$(VENV)/.ansiballz-cache: $(SPEED)/ansiballz_cache.py $(SPEED)/switch.py $(VENV)/.stamp
 	@site=$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') && \
-	  install -m 0644 $< "$$site/liqo_fabric_ansiballz_cache.py" && \
-	  echo 'import liqo_fabric_ansiballz_cache; liqo_fabric_ansiballz_cache.install()' > "$$site/liqo_fabric_ansiballz_cache.pth"
+	  rm -f "$$site/liqo_fabric_ansiballz_cache.py" && install -d "$$site/liqo_fabric_speed" && \
+	  install -m 0644 $(SPEED)/ansiballz_cache.py $(SPEED)/switch.py "$$site/liqo_fabric_speed/" && \
+	  : > "$$site/liqo_fabric_speed/__init__.py" && \
+	  echo 'import liqo_fabric_speed.ansiballz_cache; liqo_fabric_speed.ansiballz_cache.install()' \
+	    > "$$site/liqo_fabric_ansiballz_cache.pth"
 	@touch $@
 
 venv: $(VENV)/.stamp $(VENV)/.ansiballz-cache

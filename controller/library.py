@@ -46,8 +46,10 @@ from ansible_collections.liqo.fabric.plugins.module_utils.wireguard import kerne
 from ansible_collections.liqo.fabric.plugins.module_utils.wireguard import session as wireguard_session  # noqa: E402
 from ansible_collections.liqo.fabric.plugins.module_utils.wireguard import userspace as wireguard_userspace  # noqa: E402
 from ansible_collections.liqo.fabric.plugins.module_utils.wireguard import validation as wireguard_validation  # noqa: E402
-# not module_utils, but the same collection: the speed paths' switches (plugins/plugin_utils/speed_paths.py)
-from ansible_collections.liqo.fabric.plugins.plugin_utils import speed_paths  # noqa: E402
+# not module_utils, but the same collection: the speed paths (plugins/plugin_utils/speed/): the switch, the warm runner
+from ansible_collections.liqo.fabric.plugins.plugin_utils import speed  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.plugin_utils.speed import warm as speed_warm  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.plugin_utils.speed import warm_client as speed_warm_client  # noqa: E402
 
 __all__ = [
     "api_conversion",
@@ -69,5 +71,7 @@ __all__ = [
     "wireguard_session",
     "wireguard_userspace",
     "wireguard_validation",
-    "speed_paths",
+    "speed",
+    "speed_warm",
+    "speed_warm_client",
 ]

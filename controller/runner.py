@@ -6,8 +6,9 @@
 - the event handler keeps what the controller needs (first failed task: name, msg and result; changed
   count; `set_stats` data) and returns False so no event is written to disk; no stdout file either;
 - extra vars carry no secrets (paths and names only);
-- warm runner (default): ansible_runner spawns controller/warm.py's client instead of ansible-playbook, and
-  a zygote that imported Ansible once forks the run (same pty, events and environment; cold fallback).
+- warm runner (default; a speed path, plugin_utils/speed/warm.py): ansible_runner spawns its client instead of
+  ansible-playbook, and a zygote that imported Ansible once forks the run (same pty, events and environment; cold
+  fallback).
 """
 from __future__ import annotations
 
@@ -25,9 +26,9 @@ from typing import Callable, Optional
 import ansible_runner
 from ansible_runner.config.runner import RunnerConfig
 
-from controller import warm as warm_mod
-from controller.library import speed_paths
-from controller.warm_client import MARKER as WARM_MARKER
+from controller.library import speed, speed_warm as warm_mod, speed_warm_client
+
+WARM_MARKER = speed_warm_client.MARKER
 
 log = logging.getLogger("controller.runner")
 
@@ -137,13 +138,12 @@ class PlaybookRunner:
         self.zygote: Optional[warm_mod.Zygote] = None
         self.warm_idle_exit = warm_idle_exit
         self._cold_logged: set = set()
-        off = speed_paths.off_reason() if warm else None
-        if off:  # the zygote patches ansible-core internals: only on the versions the suite runs
-            # a warning for an untested ansible-core; LIQO_FABRIC_SPEED_PATHS=off is the user's choice: info
-            (log.warning if speed_paths.unsupported_core() else log.info)(
-                "warm runner off", extra={"fields": {"reason": speed_paths.warning(off)}})
-        elif warm:
+        verdict = speed.enabled("warm_runner", warm)
+        if verdict.on:
             self._start_zygote(zygote_at_start)
+        elif warm:  # off by LIQO_FABRIC_SPEED_PATHS=off (the user's choice: info) or an untested ansible-core (warning)
+            (log.warning if verdict.warn else log.info)(
+                "warm runner off", extra={"fields": {"reason": speed.warning(verdict.reason)}})
 
     def _common_kwargs(self) -> dict:
         """The ansible_runner arguments that shape a run's environment (shared by runs and the zygote probe)."""

@@ -13,7 +13,7 @@
 #   variable (unset, as in `make test`, the .pth does one os.getenv and nothing else). That is pytest and its xdist
 #   workers, ansible-playbook / ansible / molecule, AnsiballZ module runs (the zips' paths are mapped back by
 #   [paths]), `python -m controller`, the warm runner's zygote, spawned peer-health daemons.
-# - Forked children (Ansible's workers, in-process module runs forked by plugin_utils/netns_fork.py, the zygote's
+# - Forked children (Ansible's workers, in-process module runs forked by plugin_utils/speed/netns_fork.py, the zygote's
 #   playbook runs, double-forked daemons) inherit the running tracer; os._exit is patched to save first.
 # - ansible-core's own AnsiballZ coverage extension (_ANSIBLE_ANSIBALLZ_COVERAGE_CONFIG, what ansible-test sets)
 #   is left off: the .pth already measures the module process, the extension would start a second collector in
@@ -163,7 +163,7 @@ not_measured = [
     "the venv of tests/e2e/test_built_collection.py: the README's requirements only (the test checks it), "
     "no coverage there",
     "ansible-test sanity: its tests run in environments of its own, which drop these settings",
-    "the warm runner's client in its real runs: a copy of controller/warm_client.py run as `python -IS` (no "
+    "the warm runner's client in its real runs: a copy of plugins/plugin_utils/speed/warm_client.py run as `python -IS` (no "
     "site, so no start-up hook); only the unit tests that import it count",
     "a process killed with SIGKILL (tests do that on purpose), or still running when the suite ended: its data "
     "is written at exit",

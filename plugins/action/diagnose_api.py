@@ -6,7 +6,7 @@ plugins/plugin_utils/in_process.py; `liqo_fabric_in_process: false` runs it as a
 
 from __future__ import annotations
 
-from ansible_collections.liqo.fabric.plugins.plugin_utils.in_process import InProcessAction
+from ansible_collections.liqo.fabric.plugins.plugin_utils.module_action import InProcessAction
 
 
 class ActionModule(InProcessAction):

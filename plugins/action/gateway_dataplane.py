@@ -7,7 +7,7 @@ false` runs it as a normal module)."""
 
 from __future__ import annotations
 
-from ansible_collections.liqo.fabric.plugins.plugin_utils.in_process import HostInProcessAction
+from ansible_collections.liqo.fabric.plugins.plugin_utils.module_action import HostInProcessAction
 
 
 class ActionModule(HostInProcessAction):

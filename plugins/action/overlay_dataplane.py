@@ -8,7 +8,7 @@ process, in_process.preload), so the worker of each node inherits it instead of 
 
 from __future__ import annotations
 
-from ansible_collections.liqo.fabric.plugins.plugin_utils.in_process import HostInProcessAction
+from ansible_collections.liqo.fabric.plugins.plugin_utils.module_action import HostInProcessAction
 
 
 class ActionModule(HostInProcessAction):

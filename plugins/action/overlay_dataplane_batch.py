@@ -12,9 +12,13 @@ from ansible.errors import AnsibleActionFail
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.utils.display import Display
 
-from ansible_collections.liqo.fabric.plugins.plugin_utils.in_process import (
-    IN_PROCESS_VAR, LOCAL_CONNECTIONS, NETNS_CONNECTIONS, InProcessAction, in_process_refusal, preload)
-from ansible_collections.liqo.fabric.plugins.plugin_utils.netns_fork import ForkError, run_forked_many, valid_netns_name
+from ansible_collections.liqo.fabric.plugins.plugin_utils.module_action import InProcessAction
+from ansible_collections.liqo.fabric.plugins.plugin_utils.netns_name import valid_netns_name
+from ansible_collections.liqo.fabric.plugins.plugin_utils.speed import IN_PROCESS_VAR
+from ansible_collections.liqo.fabric.plugins.plugin_utils.speed.in_process import (
+    LOCAL_CONNECTIONS, NETNS_CONNECTIONS, in_process_refusal)
+from ansible_collections.liqo.fabric.plugins.plugin_utils.speed.netns_fork import ForkError, run_forked_many
+from ansible_collections.liqo.fabric.plugins.plugin_utils.speed.preload import preload
 
 display = Display()
 

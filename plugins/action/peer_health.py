@@ -7,7 +7,7 @@ then a fresh interpreter, not a fork of the worker (module_utils/health/daemon.p
 
 from __future__ import annotations
 
-from ansible_collections.liqo.fabric.plugins.plugin_utils.in_process import HostInProcessAction
+from ansible_collections.liqo.fabric.plugins.plugin_utils.module_action import HostInProcessAction
 
 
 class ActionModule(HostInProcessAction):

@@ -6,7 +6,7 @@ connection is local or liqo.fabric.netns (see plugins/plugin_utils/in_process.py
 
 from __future__ import annotations
 
-from ansible_collections.liqo.fabric.plugins.plugin_utils.in_process import HostInProcessAction
+from ansible_collections.liqo.fabric.plugins.plugin_utils.module_action import HostInProcessAction
 
 
 class ActionModule(HostInProcessAction):

@@ -51,7 +51,7 @@ import shlex
 from ansible.errors import AnsibleConnectionFailure
 from ansible.plugins.connection.local import Connection as LocalConnection
 
-from ansible_collections.liqo.fabric.plugins.plugin_utils.netns_fork import NETNS_RUN_DIR, valid_netns_name
+from ansible_collections.liqo.fabric.plugins.plugin_utils.netns_name import NETNS_RUN_DIR, valid_netns_name
 
 
 class Connection(LocalConnection):

@@ -5,7 +5,7 @@
 
 In check mode nothing reaches the apiserver, so a later step (IPAM after the Configuration, the gateway plan
 after the GatewayServer, the overlay after the PublicKeys) would see none of what the earlier ones planned and
-stop or plan nothing. The action plugin of every API module (plugin_utils/in_process.py) therefore, in check
+stop or plan nothing. The action plugin of every API module (plugin_utils/module_action.py) therefore, in check
 mode only:
 - before the module runs, passes it the objects earlier steps of the same `ansible-playbook` run would have
   written to its cluster (option ``assume``; module_utils/kube/client.Kube.assume overlays them on reads);

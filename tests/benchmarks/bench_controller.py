@@ -24,7 +24,7 @@ import tempfile
 import threading
 import time
 
-from controller import warm, watchmap
+from controller import watchmap
 from controller.engine import Engine
 from controller.engine.inputs import applied_repr
 from controller.kubeapi import ClusterAPI, Informer
@@ -37,6 +37,8 @@ from tests.e2e import fabric
 from tests.e2e.test_controller import ControllerProc, Kube, ready, wait_for
 from tests.integration.test_warm_runner import SLEEPER, run_tree
 from tests.lab import netns
+# importable once tests.conftest (imported above) has put the collection on sys.path
+from ansible_collections.liqo.fabric.plugins.plugin_utils.speed import warm  # noqa: E402  pylint: disable=wrong-import-order
 
 SEQ = 10          # sequential changes for the latency figures
 BURST = 100

@@ -17,11 +17,12 @@ import statistics
 import tempfile
 import time
 
-from controller import warm
 from tests.benchmarks.report import MEASURED, figure, ratio
 from tests.e2e import fabric
 from tests.e2e.fabric import apply_yaml, kubectl, wait_for
 from tests.e2e.test_node_repoint import OBJECTS, POD, fdb_remote, log_records, node_agent, put_status
+# importable once tests.conftest (imported above) has put the collection on sys.path
+from ansible_collections.liqo.fabric.plugins.plugin_utils.speed import warm  # noqa: E402  pylint: disable=wrong-import-order
 from tests.lab import Lab, netns
 
 SIZES = [int(x) for x in os.environ.get("LIQO_FABRIC_AGENT_SIZES", "10,100").split(",") if x]

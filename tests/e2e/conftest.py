@@ -1,7 +1,7 @@
 """Lab clusters for end-to-end tests (real kube-apiserver + etcd, netns nodes and pods)."""
 import pytest
 
-from ansible_collections.liqo.fabric.plugins.plugin_utils import speed_paths
+from ansible_collections.liqo.fabric.plugins.plugin_utils import speed
 from tests.conftest import require_root
 from tests.lab import Lab
 
@@ -17,7 +17,7 @@ def pytest_collection_modifyitems(items):
     With the speed paths off in the environment both skip: their fabric runs in the image's pods, whose pinned
     ansible-core keeps the speed paths on whatever this process's environment says, so they would repeat the e2e
     group's run."""
-    plain = speed_paths.switched_off()
+    plain = speed.switched_off()
     for item in items:
         if plain and item.path.name in (KUBELET_LAB_FIRST, KUBELET_LAB_LAST):
             item.add_marker(pytest.mark.skip(reason=f"{plain}: a kubelet-lab module; its fabric runs in the image's pods "

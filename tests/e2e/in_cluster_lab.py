@@ -904,7 +904,7 @@ POD_MEMORY = ("import glob\nt=0\nfor f in glob.glob('/proc/[0-9]*/status'):\n"
               "        w=(cur-int(st.get('total_inactive_file',0)))//1024\n    except Exception:\n        pass\n"
               # the warm runner's zygote (and runs forked from it: same command line)
               "import os\nz=0\nfor f in glob.glob('/proc/[0-9]*/cmdline'):\n    try:\n"   # not this process: its code names it
-              "        z+=f!='/proc/%d/cmdline'%os.getpid() and b'controller/warm.py' in open(f,'rb').read()\n"
+              "        z+=f!='/proc/%d/cmdline'%os.getpid() and b'speed/warm.py' in open(f,'rb').read()\n"
               "    except Exception:\n        pass\nprint(t, w, z)")
 
 

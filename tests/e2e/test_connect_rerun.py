@@ -8,7 +8,7 @@ import shutil
 import pytest
 import yaml
 
-from ansible_collections.liqo.fabric.plugins.plugin_utils import speed_paths
+from ansible_collections.liqo.fabric.plugins.plugin_utils import speed
 from tests.e2e import fabric
 from tests.e2e.fabric import playbook, translate
 from tests.lab import netns
@@ -69,7 +69,7 @@ def test_first_connect_applies_and_records_every_node(lab):
     proc = connect(lab)
     # every node of the lab (liqo.fabric.netns) in the batch, none in a task of its own (with the speed paths off,
     # make plain, the other way round)
-    batch, host = ("host", "batch") if speed_paths.off_reason() else ("batch", "host")
+    batch, host = ("host", "batch") if speed.off_reason() else ("batch", "host")
     assert sorted(applied(proc, batch)) == sorted(node_hosts(lab)) and applied(proc, host) == {}
     for c in ("a", "b"):
         assert sorted(record(lab[c])) == sorted(n.name for n in lab[c].nodes)
@@ -150,7 +150,7 @@ def test_nodes_the_batch_cannot_apply_get_a_task_of_their_own_and_the_record_hol
     """A node whose connection the controller host cannot act for (here liqo_fabric_in_process=false on one host)
     is applied by the per-host task, the others in the batch; the record after the run holds every node, and the
     drift targets (the run's fabric_dataplane) every node's manifest once. node_overlay_batch=false: per host only."""
-    if speed_paths.off_reason():
+    if speed.off_reason():
         pytest.skip("LIQO_FABRIC_SPEED_PATHS=off: no node is applied in the batch, the other tests cover a task per node")
     a, b = lab["a"], lab["b"]
     odd = a.nodes[2].name

@@ -18,7 +18,7 @@ import urllib.request
 import pytest
 import yaml
 
-from ansible_collections.liqo.fabric.plugins.plugin_utils import speed_paths
+from ansible_collections.liqo.fabric.plugins.plugin_utils import speed
 from controller.kubeapi import ApiError, ClusterAPI, Unreachable
 from controller.watchmap import RESOURCES
 from tests.conftest import ROOT, require_root
@@ -324,7 +324,7 @@ def test_gitops_apply_converges_and_resync_skips(kube, controllers):
     wait_for(lambda: ready(kube, "Configuration", "default", "conv1", generation=2), 60, "conv1 Ready at generation 2")
     # the second run at least was forked from the warm runner's pre-imported ansible-playbook (unless the speed
     # paths are off, `make plain`: then every run is a cold ansible-playbook)
-    if speed_paths.off_reason():
+    if speed.off_reason():
         assert ctl.metric("liqo_fabric_runner_starts_total", mode="warm") == 0
         assert ctl.metric("liqo_fabric_runner_starts_total", mode="cold") >= 2
     else:

@@ -1,5 +1,5 @@
-"""The API-only modules run inside the Ansible worker (plugins/plugin_utils/in_process.py) and give what the
-real AnsiballZ module gives (`liqo_fabric_in_process: false`), against a real lab apiserver: same results
+"""The API-only modules run inside the Ansible worker (plugins/plugin_utils/speed/in_process.py) and give what
+the real AnsiballZ module gives (`liqo_fabric_in_process: false`), against a real lab apiserver: same results
 for a read and a writing module, same failures, check mode, diff, no_log; -vvv says which path ran;
 become / environment / the variable fall back to the real module; an exception in main() is a clean
 failed result. A throwaway collection (tmp dir) adds a module whose main() raises, warns or forgets to
@@ -15,12 +15,12 @@ import tempfile
 
 import pytest
 
-from ansible_collections.liqo.fabric.plugins.plugin_utils import speed_paths
+from ansible_collections.liqo.fabric.plugins.plugin_utils import speed
 from tests.ansible_run import VENV_BIN, ansible_env
 from tests.conftest import COLLECTIONS
 
 pytestmark = [pytest.mark.skipif(not shutil.which("kubectl"), reason="kubectl is not installed"),
-              pytest.mark.skipif(speed_paths.switched_off() is not None,
+              pytest.mark.skipif(speed.switched_off() is not None,
                                  reason="LIQO_FABRIC_SPEED_PATHS=off: these tests are about the in-process speed path")]
 
 MARKER = re.compile(r"liqo\.fabric in-process: (yes|no)\b([^\n]*)")
@@ -262,7 +262,7 @@ if __name__ == "__main__":
     main()
 '''
 BOOM_ACTION = '''from __future__ import annotations
-from ansible_collections.liqo.fabric.plugins.plugin_utils.in_process import InProcessAction
+from ansible_collections.liqo.fabric.plugins.plugin_utils.module_action import InProcessAction
 
 
 class ActionModule(InProcessAction):

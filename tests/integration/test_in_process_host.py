@@ -1,5 +1,5 @@
-"""Host modules run in a child forked from the Ansible worker (plugins/plugin_utils/in_process.py,
-HostInProcessAction, and netns_fork.py), inside the host's network namespace for the liqo.fabric.netns
+"""Host modules run in a child forked from the Ansible worker (plugins/plugin_utils/module_action.py's
+HostInProcessAction, speed/in_process.py and speed/netns_fork.py), inside the host's network namespace for the liqo.fabric.netns
 connection: the module sees that namespace's links, /sys and /proc/self/ns/net exactly as the real module run
 through `ip netns exec` does; results and failures match the real module; the host's own /sys is untouched;
 a daemon the module starts stays in the namespace; a task timeout kills the child; a missing namespace makes
@@ -58,7 +58,7 @@ if __name__ == "__main__":
     main()
 '''
 HOST_ACTION = '''from __future__ import annotations
-from ansible_collections.liqo.fabric.plugins.plugin_utils.in_process import HostInProcessAction
+from ansible_collections.liqo.fabric.plugins.plugin_utils.module_action import HostInProcessAction
 
 
 class ActionModule(HostInProcessAction):

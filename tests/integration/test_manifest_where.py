@@ -4,7 +4,7 @@ a wrong hint costs only the scan."""
 import os
 
 from ansible_collections.liqo.fabric.plugins.module_utils.host import manifest as dm
-from ansible_collections.liqo.fabric.plugins.plugin_utils.netns_fork import NETNS_NAME_ENV, run_forked
+from ansible_collections.liqo.fabric.plugins.plugin_utils.speed.netns_fork import NETNS_NAME_ENV, run_forked
 
 
 def _where_counting_stats(hint=None):

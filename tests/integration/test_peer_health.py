@@ -19,7 +19,7 @@ from tests.integration.test_gateway_dataplane import build, pair  # noqa: F401 #
 from tests.lab import netns
 from ansible_collections.liqo.fabric.plugins.module_utils.health import daemon as phd
 from ansible_collections.liqo.fabric.plugins.module_utils.health import hold
-from ansible_collections.liqo.fabric.plugins.plugin_utils import speed_paths
+from ansible_collections.liqo.fabric.plugins.plugin_utils import speed
 
 pytestmark = pytest.mark.root
 MODULE = "liqo.fabric.peer_health"
@@ -92,7 +92,7 @@ def test_probe_follows_the_peer_down_and_up(pair, tmp_dir):  # noqa: F811
     with open(f"/proc/{st['pid']}/cmdline", "rb") as f:
         argv = f.read().split(b"\0")
     fresh = b"-c" in argv and any(b"module_utils.health import daemon" in a for a in argv)
-    assert fresh == (speed_paths.switched_off() is None), argv[:3]
+    assert fresh == (speed.switched_off() is None), argv[:3]
     # the files: 0600 in a 0700 directory
     assert stat.S_IMODE(os.stat(dirs["client"]).st_mode) == 0o700
     for p in phd.paths(dirs["client"], cif):

@@ -1,4 +1,5 @@
-"""The warm runner (controller/warm.py) with real processes: zygote, client, ansible_runner, ansible-playbook.
+"""The warm runner (plugins/plugin_utils/speed/warm.py) with real processes: zygote, client, ansible_runner,
+ansible-playbook.
 
 No root needed and no network: playbooks run on localhost with the local connection.
 """
@@ -16,7 +17,8 @@ import time
 import pytest
 import yaml
 
-from controller import runner, warm
+from ansible_collections.liqo.fabric.plugins.plugin_utils.speed import warm
+from controller import runner
 from controller.runner import PlaybookRunner
 from tests.conftest import ROOT
 

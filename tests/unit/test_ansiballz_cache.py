@@ -1,11 +1,12 @@
-"""tools/ansiballz_cache.py: payload zips imported through the hook compile once per machine.
+"""plugins/plugin_utils/speed/ansiballz_cache.py: payload zips imported through the hook compile once per machine.
 
-Each case runs a fresh `python -S` (no site, so no .pth: the hook is installed by the test's own code) that
-imports a package from a zip named like an AnsiballZ payload and reports how many times compile() ran on a
+Each case runs a fresh `python -S` (no site, so no .pth: the hook is installed by the test's own code, from a copy
+made as `make setup` makes it) that imports a package from a zip named like an AnsiballZ payload and reports how many times compile() ran on a
 member of the zip, which importer loaded it and the file name a traceback shows.
 """
 import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -15,10 +16,11 @@ import pytest
 
 from tests.conftest import ROOT
 
+SPEED = os.path.join(ROOT, "plugins", "plugin_utils", "speed")
 PROBE = r"""
 import builtins, json, sys, traceback
-sys.path.insert(0, {tools!r})
-import ansiballz_cache
+sys.path.insert(0, {site!r})
+from liqo_fabric_speed import ansiballz_cache
 ansiballz_cache.install()
 compiles = []
 _compile = builtins.compile
@@ -47,12 +49,23 @@ def make_payload(directory, name="ansible_liqo.fabric.test_payload.zip", answer=
     return path
 
 
+def install(site):
+    """The hook's files as `make setup` puts them into a venv's site-packages: the package liqo_fabric_speed."""
+    package = os.path.join(site, "liqo_fabric_speed")
+    os.makedirs(package, exist_ok=True)
+    open(os.path.join(package, "__init__.py"), "w", encoding="utf-8").close()
+    for name in ("switch.py", "ansiballz_cache.py"):
+        shutil.copy(os.path.join(SPEED, name), package)
+    return site
+
+
 def run(zip_path, cache, home=None):
     env = {k: v for k, v in os.environ.items() if k != "LIQO_FABRIC_ANSIBALLZ_CACHE"}
     env["LIQO_FABRIC_ANSIBALLZ_CACHE"] = cache
     if home:  # where the default cache (~/.cache/liqo-fabric/ansiballz) would go
         env["HOME"] = str(home)
-    proc = subprocess.run([sys.executable, "-S", "-c", PROBE.format(tools=os.path.join(ROOT, "tools"), zip=zip_path)],
+    site = install(os.path.join(os.path.dirname(zip_path), "site"))
+    proc = subprocess.run([sys.executable, "-S", "-c", PROBE.format(site=site, zip=zip_path)],
                           capture_output=True, text=True, env=env, timeout=60, check=True)
     return json.loads(proc.stdout)
 

@@ -85,7 +85,7 @@ NOT_SHIPPED = ("tests/", "molecule/", "hack/", "deploy/image/", ".ci/", "changel
 SHIPPED = ("meta/runtime.yml", "README.md", "requirements.txt", "playbooks/connect.yml", "plugins/modules/k8s_apply.py",
            "plugins/module_utils/kube/client.py", "controller/__main__.py", "controller/watches.yaml",
            "deploy/crds/networking.liqo.io_gatewayservers.yaml", "deploy/templates/wireguard-server.yaml",
-           "changelogs/config.yaml", "tools/ansiballz_cache.py",
+           "changelogs/config.yaml", "plugins/plugin_utils/speed/ansiballz_cache.py",
            *[f"roles/{r}/meta/argument_specs.yml" for r in ROLES])
 
 

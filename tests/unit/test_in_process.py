@@ -1,13 +1,13 @@
-"""Pure parts of plugins/plugin_utils/in_process.py: when a module may run in the Ansible worker, and which
-module an action plugin stands for. The behaviour itself is tested through ansible-playbook in
+"""Pure parts of plugins/plugin_utils/speed/in_process.py and module_action.py: when a module may run in the Ansible
+worker, and which module an action plugin stands for. The behaviour itself is tested through ansible-playbook in
 tests/e2e/test_in_process.py."""
 import gc
 import multiprocessing
 
 import pytest
 
-from ansible_collections.liqo.fabric.plugins.plugin_utils.in_process import (
-    in_process_refusal, module_fqcn, worker_gc_freeze)
+from ansible_collections.liqo.fabric.plugins.plugin_utils.module_action import worker_gc_freeze
+from ansible_collections.liqo.fabric.plugins.plugin_utils.speed.in_process import in_process_refusal, module_fqcn
 
 SAFE = dict(transport="local", load_name="ansible.builtin.local", become=False, async_val=0, environment={},
             enabled=True)
@@ -67,26 +67,26 @@ def test_host_modules_still_fall_back_for_become():
 
 
 def test_preload_imports_the_plugins_module_once_where_the_plugin_loads(monkeypatch):
-    """Issue 20: the per-node module is imported by the process that loads the action plugin (the strategy, in
+    """The per-node module is imported by the process that loads the action plugin (the strategy, in
     ansible-playbook itself), so each worker forked from it does not import it again; off with the speed paths."""
     import sys
-    from ansible_collections.liqo.fabric.plugins.plugin_utils import in_process
+    from ansible_collections.liqo.fabric.plugins.plugin_utils.speed.preload import preload
     name = "ansible_collections.liqo.fabric.plugins.modules.overlay_dataplane"
     monkeypatch.delitem(sys.modules, name, raising=False)
     monkeypatch.setenv("LIQO_FABRIC_SPEED_PATHS", "off")
-    in_process.preload("ansible_collections.liqo.fabric.plugins.action.overlay_dataplane")
+    preload("ansible_collections.liqo.fabric.plugins.action.overlay_dataplane")
     assert name not in sys.modules
     monkeypatch.delenv("LIQO_FABRIC_SPEED_PATHS")
-    in_process.preload("ansible_collections.liqo.fabric.plugins.action.overlay_dataplane")
+    preload("ansible_collections.liqo.fabric.plugins.action.overlay_dataplane")
     assert name in sys.modules
-    in_process.preload("ansible_collections.liqo.fabric.plugins.action.no_such_module")  # left to the run
+    preload("ansible_collections.liqo.fabric.plugins.action.no_such_module")  # left to the run
 
 
 def test_the_overlay_action_plugin_preloads_its_module():
     import sys
-    from ansible_collections.liqo.fabric.plugins.plugin_utils import speed_paths
-    if speed_paths.off_reason():
-        pytest.skip("speed paths off: %s" % speed_paths.off_reason())
+    from ansible_collections.liqo.fabric.plugins.plugin_utils import speed
+    if speed.off_reason():
+        pytest.skip("speed paths off: %s" % speed.off_reason())
     import ansible_collections.liqo.fabric.plugins.action.overlay_dataplane  # noqa: F401  pylint: disable=unused-import
     assert "ansible_collections.liqo.fabric.plugins.modules.overlay_dataplane" in sys.modules
 

@@ -1,4 +1,4 @@
-"""plugins/plugin_utils/netns_fork.py without namespaces (those are in tests/integration/test_in_process_host.py):
+"""plugins/plugin_utils/speed/netns_fork.py without namespaces (those are in tests/integration/test_in_process_host.py):
 the value comes back, fd-level output is captured, errors and a killed child are reported, and nothing the
 function does reaches the caller's process."""
 import os
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from ansible_collections.liqo.fabric.plugins.plugin_utils.netns_fork import ForkError, enter_netns, run_forked, run_forked_many
+from ansible_collections.liqo.fabric.plugins.plugin_utils.speed.netns_fork import ForkError, enter_netns, run_forked, run_forked_many
 
 
 def test_value_and_fd_output_come_back():

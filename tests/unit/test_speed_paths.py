@@ -8,20 +8,20 @@ import subprocess
 import pytest
 import yaml
 
-from ansible_collections.liqo.fabric.plugins.plugin_utils import in_process, speed_paths
+from ansible_collections.liqo.fabric.plugins.plugin_utils.speed import in_process, switch
 from tests.ansible_run import VENV_BIN, ansible_env
 
 
 def test_runtime_yml_and_the_gate_name_the_same_range():
     with open(os.path.join(os.path.dirname(__file__), "..", "..", "meta", "runtime.yml"), encoding="utf-8") as f:
         assert yaml.safe_load(f)["requires_ansible"] == ">=2.19.0,<2.20.0"
-    assert speed_paths.TESTED_RANGE == ">=2.19,<2.20"
+    assert switch.TESTED_RANGE == ">=2.19,<2.20"
 
 
 @pytest.mark.parametrize("version,off", [("2.19.0", False), ("2.19.14", False), ("2.19.0rc1", False),
                                          ("2.18.7", True), ("2.20.0", True), ("3.0.1", True), ("devel", True)])
 def test_version_gate(version, off):
-    reason = speed_paths.off_reason(version, environ={})
+    reason = switch.off_reason(version, environ={})
     assert (reason is not None) == off
     if off:
         assert reason == "ansible-core %s is outside the tested range >=2.19,<2.20" % version
@@ -29,16 +29,73 @@ def test_version_gate(version, off):
 
 @pytest.mark.parametrize("value", ["off", "0", "false", "NO"])
 def test_environment_switch(value):
-    assert speed_paths.off_reason("2.19.14", environ={speed_paths.ENV: value}) == "LIQO_FABRIC_SPEED_PATHS=%s" % value
-    assert speed_paths.unsupported_core("2.19.14") is None  # the switch is no version problem: no warning
+    assert switch.off_reason("2.19.14", environ={switch.ENV: value}) == "LIQO_FABRIC_SPEED_PATHS=%s" % value
+    assert switch.unsupported_core("2.19.14") is None  # the switch is no version problem: no warning
+
+
+TESTED, UNTESTED = "2.19.14", "2.21.3"
+OUTSIDE = "ansible-core 2.21.3 is outside the tested range >=2.19,<2.20"
+
+
+@pytest.mark.parametrize("kind, setting, environ, version, expected", [
+    # the path's own switch, as the caller found it
+    ("in_process", "no", {}, TESTED, (False, "liqo_fabric_in_process is false", False)),
+    ("netns_fork", False, {}, TESTED, (False, "liqo_fabric_in_process is false", False)),
+    ("in_process", None, {}, TESTED, (True, None, False)),
+    ("warm_runner", False, {}, TESTED, (False, "--no-warm-runner", False)),
+    # every path: the user's switch, no warning
+    *[(kind, True, {switch.ENV: "off"}, TESTED, (False, "LIQO_FABRIC_SPEED_PATHS=off", False)) for kind in switch.KINDS],
+    # the ansible-core version: a warning; the payload cache does not depend on ansible-core
+    *[(kind, True, {}, UNTESTED, (False, OUTSIDE, True))
+      for kind in ("in_process", "netns_fork", "preload", "warm_runner")],
+    ("ansiballz_hook", True, {}, UNTESTED, (True, None, False)),
+    ("ansiballz_cache", True, {}, UNTESTED, (True, None, False)),
+    # the cache's own switch leaves the import hook on
+    ("ansiballz_cache", True, {switch.CACHE_ENV: "off"}, TESTED, (False, "LIQO_FABRIC_ANSIBALLZ_CACHE=off", False)),
+    ("ansiballz_hook", True, {switch.CACHE_ENV: "off"}, TESTED, (True, None, False)),
+    ("ansiballz_cache", True, {switch.CACHE_ENV: "/some/dir"}, TESTED, (True, None, False)),
+])
+def test_one_switch_for_every_path(kind, setting, environ, version, expected):
+    verdict = switch.enabled(kind, setting, environ=environ, version=version)
+    assert tuple(verdict) == expected and (verdict.on, verdict.reason, verdict.warn) == expected
+
+
+def test_an_unknown_path_is_an_error():
+    with pytest.raises(ValueError):
+        switch.enabled("in-process")
+
+
+# what only the speed package may name: private ansible-core (and zipimport) internals
+PRIVATE = ("ansible.module_utils._internal", "import _internal", "_ANSIBLE_ARGS", "_ANSIBLE_PROFILE", "_global_warnings",
+           "_get_module_metadata", "_collection_finder", "_meta_yml_to_dict", "_synchronize_textiowrapper",
+           "zipimporter", "import zipimport")
+
+
+def test_only_the_speed_package_touches_private_ansible_core_internals():
+    """The edge the package's docstring states: no code of the collection or the controller outside
+    plugins/plugin_utils/speed names them."""
+    root = os.path.join(os.path.dirname(__file__), "..", "..")
+    speed_dir = os.path.realpath(os.path.join(root, "plugins", "plugin_utils", "speed"))
+    found = []
+    for top in ("plugins", "controller", "roles", "playbooks"):
+        for dirpath, dirnames, files in os.walk(os.path.join(root, top)):
+            dirnames[:] = [d for d in dirnames if d != "__pycache__"
+                           and os.path.realpath(os.path.join(dirpath, d)) != speed_dir]
+            for name in files:
+                if name.endswith(".py"):
+                    with open(os.path.join(dirpath, name), encoding="utf-8") as f:
+                        text = f.read()
+                    found += ["%s: %s" % (os.path.relpath(os.path.join(dirpath, name), root), p)
+                              for p in PRIVATE if p in text]
+    assert not found
 
 
 def test_in_process_refuses_on_an_untested_core(monkeypatch):
     args = dict(transport="local", load_name="ansible.builtin.local", become=False, async_val=0, environment={},
                 enabled=True)
-    monkeypatch.delenv(speed_paths.ENV, raising=False)
+    monkeypatch.delenv(switch.ENV, raising=False)
     assert in_process.in_process_refusal(**args) is None
-    monkeypatch.setattr(speed_paths, "core_version", lambda: "2.21.3")
+    monkeypatch.setattr(switch, "core_version", lambda: "2.21.3")
     assert in_process.in_process_refusal(**args) == "ansible-core 2.21.3 is outside the tested range >=2.19,<2.20"
 
 
@@ -55,7 +112,7 @@ def _run(tmp_path, fake_version=None, extra_env=None):
     env = ansible_env(dict({"ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.default", "ANSIBLE_LOCALHOST_WARNING": "false",
                             "PYTHONPATH": "%s:%s" % (site, os.environ.get("PYTHONPATH", ""))}, **(extra_env or {})))
     if not extra_env:
-        env.pop(speed_paths.ENV, None)
+        env.pop(switch.ENV, None)
     proc = subprocess.run([os.path.join(VENV_BIN, "ansible-playbook"), "-vvv", "-i", "localhost,", "-c", "local",
                            str(book)], capture_output=True, text=True, env=env, cwd=tmp_path, check=False, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -77,7 +134,7 @@ def test_an_untested_core_runs_modules_normally_with_one_warning(tmp_path):
 def test_tested_core_runs_in_process_and_the_switch_turns_it_off_quietly(tmp_path):
     out = _run(tmp_path)
     assert out.count("liqo.fabric in-process: yes") == 2 and "speed paths off" not in out
-    out = _run(tmp_path, extra_env={speed_paths.ENV: "off"})
+    out = _run(tmp_path, extra_env={switch.ENV: "off"})
     assert out.count("liqo.fabric in-process: no, running the module (LIQO_FABRIC_SPEED_PATHS=off)") == 2
     assert "speed paths off" not in out
 
@@ -89,10 +146,10 @@ def test_controller_runs_cold_warning_only_on_an_untested_core(why, level, tmp_p
     from controller.runner import PlaybookRunner  # pylint: disable=import-outside-toplevel
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     if why == "untested ansible-core":
-        monkeypatch.delenv(speed_paths.ENV, raising=False)
-        monkeypatch.setattr(speed_paths, "core_version", lambda: "2.22.0")
+        monkeypatch.delenv(switch.ENV, raising=False)
+        monkeypatch.setattr(switch, "core_version", lambda: "2.22.0")
     else:
-        monkeypatch.setenv(speed_paths.ENV, "off")
+        monkeypatch.setenv(switch.ENV, "off")
     caplog.set_level("INFO")
     runner = PlaybookRunner(str(tmp_path / "runtime"), root, warm=True)
     try:
@@ -146,24 +203,24 @@ def test_make_plain_runs_the_contract_whose_every_module_switches_the_speed_path
         assert f"`{name}`" in documented, f"docs/speed-paths.md lists {name}"
         assert any(n.startswith("test_") for n in vars(mod)), f"{name} runs no test"
     from tests.e2e.plain import conftest  # pylint: disable=import-outside-toplevel
-    before = os.environ.pop(speed_paths.ENV, None)
+    before = os.environ.pop(switch.ENV, None)
     try:
         with conftest.switched_off():
-            assert speed_paths.switched_off() == f"{speed_paths.ENV}=off"
-        assert speed_paths.ENV not in os.environ
-        os.environ[speed_paths.ENV] = "on"
+            assert switch.switched_off() == f"{switch.ENV}=off"
+        assert switch.ENV not in os.environ
+        os.environ[switch.ENV] = "on"
         with conftest.switched_off():
-            assert speed_paths.off_reason() == f"{speed_paths.ENV}=off"
-        assert os.environ[speed_paths.ENV] == "on"
+            assert switch.off_reason() == f"{switch.ENV}=off"
+        assert os.environ[switch.ENV] == "on"
     finally:
-        os.environ.pop(speed_paths.ENV, None)
+        os.environ.pop(switch.ENV, None)
         if before is not None:
-            os.environ[speed_paths.ENV] = before
+            os.environ[switch.ENV] = before
 
 
 def _e2e_pytest(*args, **env):
     root = os.path.join(os.path.dirname(__file__), "..", "..")
-    base = {k: v for k, v in os.environ.items() if k != speed_paths.ENV}
+    base = {k: v for k, v in os.environ.items() if k != switch.ENV}
     return subprocess.run([os.path.join(VENV_BIN, "python"), "-m", "pytest", "-p", "no:cacheprovider", "-q", *args],
                           cwd=root, capture_output=True, text=True, check=False, env={**base, **env}, timeout=120)
 
@@ -177,7 +234,7 @@ def test_e2e_kubelet_lab_modules_go_first_and_skip_with_the_speed_paths_off():
     modules = list(dict.fromkeys(i.split("::")[0] for i in ids))
     assert modules[0] == "tests/e2e/test_in_cluster.py" and modules[-1] == "tests/e2e/test_real_lab.py", modules
     assert len(modules) > 10
-    proc = _e2e_pytest("-rs", "tests/e2e/test_real_lab.py", **{speed_paths.ENV: "off"})
+    proc = _e2e_pytest("-rs", "tests/e2e/test_real_lab.py", **{switch.ENV: "off"})
     assert proc.returncode == 0, proc.stdout[-2000:]
     assert "LIQO_FABRIC_SPEED_PATHS=off: a kubelet-lab module" in proc.stdout
     assert " passed" not in proc.stdout and " skipped" in proc.stdout, proc.stdout[-2000:]

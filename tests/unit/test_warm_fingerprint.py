@@ -1,11 +1,11 @@
-"""Pure parts of the warm runner (controller/warm.py): which environment differences force a cold run,
+"""Pure parts of the warm runner (plugins/plugin_utils/speed/warm.py): which environment differences force a cold run,
 which constants a forked child re-sets, and the process-tree walk used to kill a run."""
 import os
 
 import pytest
 from hypothesis import given, strategies as st
 
-from controller import warm
+from ansible_collections.liqo.fabric.plugins.plugin_utils.speed import warm
 
 BASE = {"ANSIBLE_NOCOLOR": "1", "ANSIBLE_LOCAL_TEMP": "/rt/tmp", "PATH": "/usr/bin", "HOME": "/root",
         "ANSIBLE_CACHE_PLUGIN_CONNECTION": "/rt/slot0/artifacts/a/fact_cache",
@@ -113,7 +113,7 @@ def test_descendants_of_this_process_include_a_child():
 
 def test_zipshare_reuses_the_collections_payloads_until_a_source_changes(tmp_path, monkeypatch):
     import atexit
-    from controller.warm import ZipShare
+    from ansible_collections.liqo.fabric.plugins.plugin_utils.speed.warm import ZipShare
     coll = tmp_path / "coll"
     (coll / "plugins" / "modules").mkdir(parents=True)
     (coll / "plugins" / "module_utils").mkdir(parents=True)
@@ -149,7 +149,7 @@ def test_zipshare_reuses_the_collections_payloads_until_a_source_changes(tmp_pat
 
 
 def test_zipshare_without_the_collection_does_nothing(tmp_path):
-    from controller.warm import ZipShare
+    from ansible_collections.liqo.fabric.plugins.plugin_utils.speed.warm import ZipShare
     ZipShare(str(tmp_path / "store"), None).attach(str(tmp_path / "run"))
     assert not (tmp_path / "store").exists() and not (tmp_path / "run").exists()
 

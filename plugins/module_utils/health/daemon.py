@@ -197,7 +197,7 @@ def collection_root():
     return None
 
 
-# The probe process as a fresh interpreter: run in-process (plugin_utils/in_process.py), the module is a fork of
+# The probe process as a fresh interpreter: run in-process (plugin_utils/speed/in_process.py), the module is a fork of
 # the Ansible worker, whose memory and file descriptors a forked probe process would keep for its whole life.
 _BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); "
          "from ansible_collections.liqo.fabric.plugins.module_utils.health import daemon as d; d.serve(sys.argv[2])")

@@ -10,22 +10,22 @@ import os
 
 import pytest
 
-from ansible_collections.liqo.fabric.plugins.plugin_utils import speed_paths
+from ansible_collections.liqo.fabric.plugins.plugin_utils import speed
 
 
 @contextlib.contextmanager
 def switched_off():
     """LIQO_FABRIC_SPEED_PATHS=off in this process's environment (inherited by every process it starts), then
     back to what it was."""
-    before = os.environ.get(speed_paths.ENV)
-    os.environ[speed_paths.ENV] = "off"
+    before = os.environ.get(speed.ENV)
+    os.environ[speed.ENV] = "off"
     try:
         yield
     finally:
         if before is None:
-            os.environ.pop(speed_paths.ENV, None)
+            os.environ.pop(speed.ENV, None)
         else:
-            os.environ[speed_paths.ENV] = before
+            os.environ[speed.ENV] = before
 
 
 @pytest.fixture(scope="module", autouse=True)

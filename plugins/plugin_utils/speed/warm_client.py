@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The warm runner's client: what ansible_runner spawns (through pexpect) instead of `ansible-playbook`.
 
-Standard library only and no package imports: `controller.warm` writes this file's source into an
+Standard library only and no package imports: warm.py (`Zygote`) writes this file's source into an
 executable launcher (`#!python -IS`) that ends with `sys.exit(main(SOCKET, BINARY))`, so it starts in a few
 milliseconds. It connects to the zygote, sends argv, the environment and the cwd with its stdin/stdout/stderr
 (SCM_RIGHTS), and then either waits for the warm child's exit status (forwarding signals to the child's process

@@ -22,7 +22,8 @@ zygote exits when the controller closes (or loses) its end of a lifeline pipe, k
 removing its socket.
 
 This file is also the zygote's program (`python warm.py --socket ... --lifeline-fd N --binary ...`): it
-imports nothing of the controller package.
+imports nothing of the collection or the controller, and no file beside it may share a name with a module of the
+standard library (its directory is on sys.path until zygote_main removes it).
 """
 from __future__ import annotations
 
@@ -55,7 +56,7 @@ PREIMPORT = (
     "ansible.playbook.role_include", "ansible.playbook.task_include", "ansible.module_utils.connection",
     "ansible.utils.hashing", "ansible.utils.shlex", "multiprocessing.popen_fork", "multiprocessing.synchronize",
     "pty", "pprint", "tomllib", "xml.dom.minidom", "xml.etree.ElementTree",
-    # liqo.fabric's host modules run in a fork of the worker (plugin_utils/in_process.py): ~0.15 s each run
+    # liqo.fabric's host modules run in a fork of the worker (in_process.py): ~0.15 s each run
     "pyroute2", "pyroute2.netns",
 )
 MAX_REQUEST = 16 << 20

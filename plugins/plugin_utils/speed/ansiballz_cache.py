@@ -4,24 +4,28 @@
 
 Every module run imports its module and module_utils from a fresh zip with zipimport, which never caches
 bytecode and, in Python 3.11, compiles each module twice (`get_filename` compiles to learn the path, then
-`get_code` compiles again). Measured here: 285 compile() calls, ~0.2 s of a 0.5-0.7 s module run. This path
-hook serves those zips through a zipimporter that finds paths without compiling and takes code objects from a
-cache keyed by SHA-256 of (bytecode magic, optimisation level, module name, source): an unchanged file is
-compiled once per machine and user.
+`get_code` compiles again), a good part of a short module run. This path hook serves those zips through a
+zipimporter that finds paths without compiling and takes code objects from a cache keyed by SHA-256 of (bytecode
+magic, optimisation level, module name, source): an unchanged file is compiled once per machine and user.
 
 Only paths inside an AnsiballZ payload (`.../ansible_<module>_payload.zip[/...]`) are touched. The cache is
 ~/.cache/liqo-fabric/ansiballz (LIQO_FABRIC_ANSIBALLZ_CACHE=<dir> moves it, =off disables it), created 0700;
 a directory not owned by the user or writable by group/others is never read. Deleting it is always safe.
-LIQO_FABRIC_SPEED_PATHS=off (every speed path of the collection off) leaves the hook out; a payload naming or a
-zipimporter without the internals relied on (`_files`) falls back to zipimport's own behaviour.
+LIQO_FABRIC_SPEED_PATHS=off (every speed path of the collection off) leaves the hook out (switch.py decides both);
+a payload naming or a zipimporter without the internals relied on (`_files`) falls back to zipimport's own behaviour.
+
+`make setup` copies this file and switch.py into the venv's site-packages as the package `liqo_fabric_speed` (the
+collection is not importable at a Python's start) and a .pth calls `install()`: standard library only, and no
+module imported that a Python's start has not imported already until a payload is imported.
 """
 import marshal
 import os
 import sys
 import zipimport
 
-ENV = "LIQO_FABRIC_ANSIBALLZ_CACHE"
-_OFF = ("off", "0", "false", "no")
+from . import switch
+
+ENV = switch.CACHE_ENV
 
 
 class _Cache:
@@ -33,10 +37,9 @@ class _Cache:
     @classmethod
     def setup(cls):
         cls.ready = True
-        setting = os.environ.get(ENV, "")
-        if setting.lower() in _OFF:
+        if not switch.enabled("ansiballz_cache").on:
             return
-        path = setting or os.path.join(os.path.expanduser("~"), ".cache", "liqo-fabric", "ansiballz")
+        path = os.environ.get(ENV, "") or os.path.join(os.path.expanduser("~"), ".cache", "liqo-fabric", "ansiballz")
         try:
             os.makedirs(path, mode=0o700, exist_ok=True)
             st = os.stat(path)
@@ -116,7 +119,7 @@ def payload_hook(path):
 
 
 def install():
-    if os.environ.get("LIQO_FABRIC_SPEED_PATHS", "").strip().lower() in _OFF:
+    if not switch.enabled("ansiballz_hook").on:
         return
     if payload_hook not in sys.path_hooks:
         sys.path_hooks.insert(0, payload_hook)
