@@ -1,14 +1,1 @@
-# -*- coding: utf-8 -*-
-# Copyright: (c) 2026, liqo.fabric developers
-# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Action plugin of liqo.fabric.pod_probe: runs the module in a child of the Ansible worker when the host's
-connection is local or liqo.fabric.netns (see plugins/plugin_utils/in_process.py; `liqo_fabric_in_process:
-false` runs it as a normal module)."""
-
-from __future__ import annotations
-
-from ansible_collections.liqo.fabric.plugins.plugin_utils.module_action import HostInProcessAction
-
-
-class ActionModule(HostInProcessAction):
-    """liqo.fabric.pod_probe, in a forked child of the worker when safe."""
+netns_fork.py

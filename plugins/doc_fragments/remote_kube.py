@@ -6,7 +6,7 @@ from __future__ import annotations
 
 class ModuleDocFragment:  # pylint: disable=too-few-public-methods
     """The peer cluster of the modules that read both ends of a connection at once, beside liqo.fabric.kube
-    (kube_client.REMOTE_KUBE_ARG_SPEC); none of them returns a diff. Each module states its check mode."""
+    (kube_client.REMOTE_KUBE_ARG_SPEC)."""
 
     DOCUMENTATION = r"""
 options:
@@ -14,9 +14,4 @@ options:
     description: Kubeconfig of the peer cluster.
     type: path
     required: true
-attributes:
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 """

@@ -16,14 +16,8 @@ description:
 author: liqo.fabric developers (@liqo-fabric)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - liqo.fabric.attributes.no_diff
   - liqo.fabric.kube
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 options:
   require_network:
     description: Fail when the network configuration is missing.

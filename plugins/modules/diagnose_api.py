@@ -21,11 +21,9 @@ description:
 author: liqo.fabric developers (@liqo-fabric)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - liqo.fabric.attributes.no_diff
   - liqo.fabric.kube
   - liqo.fabric.remote_kube
-attributes:
-  check_mode:
-    support: full
 options:
   remote_kubeconfig:
     description: Kubeconfig of the peer cluster, for the clock skew check (optional).

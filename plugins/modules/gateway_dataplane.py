@@ -27,14 +27,10 @@ description:
 author: liqo.fabric developers (@liqo-fabric)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - liqo.fabric.attributes
 attributes:
-  check_mode:
-    support: full
   diff_mode:
-    support: full
     details: One diff per part (sysctls, WireGuard without secrets, NAT table as nft text, routes, rules).
-  platform:
-    platforms: posix
 requirements:
   - pyroute2
   - nftables (libnftables or the nft command)

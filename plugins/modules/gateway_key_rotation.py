@@ -19,16 +19,13 @@ description:
 author: liqo.fabric developers (@liqo-fabric)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - liqo.fabric.attributes
   - liqo.fabric.kube
 attributes:
   check_mode:
-    support: full
     details: Nothing is written; V(prepare) returns the placeholder key a check-mode plan uses.
   diff_mode:
-    support: full
     details: The Secret's public keys and whether private keys are set; the PublicKey's key and annotation.
-  platform:
-    platforms: posix
 options:
   step:
     description: The step (see the description).

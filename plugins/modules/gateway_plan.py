@@ -29,15 +29,11 @@ description:
 author: liqo.fabric developers (@liqo-fabric)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - liqo.fabric.attributes.no_diff
   - liqo.fabric.kube
 attributes:
   check_mode:
-    support: full
     details: In check mode no Secret is created and the public key of a new gateway is null.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 options:
   namespace:
     description: Only the gateways of this namespace.

@@ -31,14 +31,10 @@ description:
 author: liqo.fabric developers (@liqo-fabric)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - liqo.fabric.attributes
 attributes:
-  check_mode:
-    support: full
   diff_mode:
-    support: full
     details: The diff shows the table before and after as nft rule text, one map element per line.
-  platform:
-    platforms: posix
 options:
   name:
     description:

@@ -22,15 +22,12 @@ description:
 author: liqo.fabric developers (@liqo-fabric)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - liqo.fabric.attributes
 attributes:
   check_mode:
-    support: full
     details: Routes through links that do not exist yet are planned as additions (they cannot be checked against the kernel).
   diff_mode:
-    support: full
     details: The diff is text, one section per part (links, routes, rules, nftables table).
-  platform:
-    platforms: posix
 options:
   node:
     description:

@@ -22,14 +22,10 @@ description:
 author: liqo.fabric developers (@liqo-fabric)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - liqo.fabric.attributes
 attributes:
-  check_mode:
-    support: full
   diff_mode:
-    support: full
     details: One diff per applied host, its headers prefixed with the host's name.
-  platform:
-    platforms: posix
 options:
   hosts:
     description:

@@ -23,15 +23,11 @@ description:
 author: liqo.fabric developers (@liqo-fabric)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - liqo.fabric.attributes.no_diff
   - liqo.fabric.kube
 attributes:
   check_mode:
-    support: full
     details: Read-only.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 options:
   side:
     description: Whose overlay.

@@ -15,13 +15,7 @@ description:
 author: liqo.fabric developers (@liqo-fabric)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
+  - liqo.fabric.attributes.no_diff
 options:
   links:
     description: The links, each with the options of M(liqo.fabric.overlay_link) (name, type, vni, remotes, local, dst_port, mtu, addresses, dev).

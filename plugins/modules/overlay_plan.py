@@ -17,15 +17,11 @@ description:
 author: liqo.fabric developers (@liqo-fabric)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - liqo.fabric.attributes.no_diff
   - liqo.fabric.kube
 attributes:
   check_mode:
-    support: full
     details: In check mode new internal addresses are planned but not recorded.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 options:
   gateway_hosts:
     description: Nodes that can host the gateway. Default the nodes labelled C(liqo.io/gateway-host=true).

@@ -21,13 +21,7 @@ description:
 author: liqo.fabric developers (@liqo-fabric)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
+  - liqo.fabric.attributes.no_diff
 options:
   interfaces:
     description: WireGuard interfaces of this host whose probes hold (or release) their session restarts.

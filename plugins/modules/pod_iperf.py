@@ -19,11 +19,8 @@ description:
 author: liqo.fabric developers (@liqo-fabric)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - liqo.fabric.attributes.no_check
 attributes:
-  check_mode:
-    support: none
-  diff_mode:
-    support: none
   platform:
     platforms: linux
 requirements:

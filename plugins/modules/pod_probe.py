@@ -20,11 +20,8 @@ description:
 author: liqo.fabric developers (@liqo-fabric)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - liqo.fabric.attributes.no_diff
 attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
   platform:
     platforms: linux
 requirements:

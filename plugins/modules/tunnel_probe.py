@@ -17,13 +17,7 @@ description:
 author: liqo.fabric developers (@liqo-fabric)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
+  - liqo.fabric.attributes.no_diff
 options:
   interface:
     description: The WireGuard interface.

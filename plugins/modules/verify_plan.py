@@ -17,11 +17,9 @@ description:
 author: liqo.fabric developers (@liqo-fabric)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - liqo.fabric.attributes.no_diff
   - liqo.fabric.kube
   - liqo.fabric.remote_kube
-attributes:
-  check_mode:
-    support: full
 options:
   full:
     description: Every pod pair instead of one pod per node pair.

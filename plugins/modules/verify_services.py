@@ -20,11 +20,9 @@ description:
 author: liqo.fabric developers (@liqo-fabric)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - liqo.fabric.attributes.no_check
   - liqo.fabric.kube
   - liqo.fabric.remote_kube
-attributes:
-  check_mode:
-    support: none
 options:
   state:
     description: Make the Services (V(present)) or delete them (V(absent)).

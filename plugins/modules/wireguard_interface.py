@@ -23,13 +23,7 @@ description:
 author: liqo.fabric developers (@liqo-fabric)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: full
-  platform:
-    platforms: posix
+  - liqo.fabric.attributes
 requirements:
   - pyroute2
   - wireguard-go (when the kernel has no wireguard module)

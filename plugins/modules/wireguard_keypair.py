@@ -20,14 +20,10 @@ description:
 author: liqo.fabric developers (@liqo-fabric)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - liqo.fabric.attributes.no_diff
 attributes:
   check_mode:
-    support: full
     details: In check mode a missing O(path) is not written and RV(public_key) is null.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 requirements:
   - cryptography (X25519; there is no fallback without it)
 options:
