@@ -4,7 +4,7 @@
 
 The node agent's playbook run (node_agent.yml) is the reference: it plans the node's overlay from the API and
 applies it, records the manifest for the drift checks and its result. But a run costs a spawn and an Ansible
-start (1-7 s on 2 busy vCPUs), and during a failover every node's link still points to the pod that is gone.
+start (seconds on a busy node), and during a failover every node's link still points to the pod that is gone.
 So on every event of a gateway pod, this thread plans the node's overlay with the same functions
 (`overlay_incluster.gather` / `plan_node`, the module's own) and applies it with `overlay_dataplane` (a lock per
 network namespace keeps it and a running module apart). The playbook run the same event queues follows as

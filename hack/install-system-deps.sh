@@ -2,8 +2,8 @@
 # Installs the Debian packages the fabric and its lab need. Idempotent: does nothing when all are present.
 #
 # wireguard-go comes from Debian's bookworm-backports suite (0.0.20231211): vectorized I/O, TUN TCP GSO/GRO
-# and UDP GSO/GRO, socket buffers sized by itself; bookworm's 0.0.20220316 has none of these and is ~5x
-# slower here. Backports are pinned at priority 100 by apt, so nothing else is taken from them.
+# and UDP GSO/GRO, socket buffers sized by itself; bookworm's 0.0.20220316 has none of these and is much
+# slower (docs/wireguard-go.md). Backports are pinned at priority 100 by apt, so nothing else is taken from them.
 set -euo pipefail
 PKGS=(wireguard-tools nftables python3-nftables iproute2 iputils-ping iperf3 curl openssl
       bridge-utils procps psmisc netcat-openbsd)

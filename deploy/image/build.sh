@@ -104,8 +104,8 @@ if [ ! -f "$BASE_LAYER" ]; then
   rm -rf "$R/opt/liqo-fabric/python/ansible_test"
   find "$R" -name __pycache__ -type d -prune -exec rm -rf {} +
   # every Python the image runs from, byte-compiled by the image's own Python: without the standard library's pycs
-  # (none are left in the rootfs) each container compiled what it imports at its start, 8-10 s of a gateway pod's
-  # start on a loaded node (its startup timeline: interpreter 3-5.5 s, imports ~5 s)
+  # (none are left in the rootfs) each container would compile what it imports at every start, most of a gateway
+  # pod's start on a loaded node
   chroot "$R" /usr/bin/python3 -m compileall -q -j 2 "/usr/lib/python$IMAGE_PYTHON" /usr/lib/python3/dist-packages \
     /opt/liqo-fabric/python >>"$LOG" 2>&1 || true
   chmod -R a+rX "$R/opt/liqo-fabric"
@@ -126,8 +126,8 @@ if [ ! -f "$FABRIC_ARCHIVE" ]; then
   COLL_DIR=opt/liqo-fabric/ansible_collections/liqo/fabric
   rm -rf "$STAGE" && mkdir -p "$STAGE/$COLL_DIR"
   (cd "$ROOT" && collection_files | xargs -0 cp --parents -t "$STAGE/$COLL_DIR") >>"$LOG" 2>&1
-  # byte-compiled: the read-only image has no pycs of its own, so every engine start compiled the controller and
-  # the module_utils it imports again (0.8 s of CPU for all module_utils here). Playbook runs still compile what
+  # byte-compiled: the read-only image has no pycs of its own, so every engine start would compile the controller
+  # and the module_utils it imports again. Playbook runs still compile what
   # they import: Ansible's collection loader reads sources only. Unchecked-hash pycs do not depend on the files'
   # mtimes; only with a Python of the image's version (bookworm: 3.11), whose magic number they carry.
   if [ "$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')" = "$IMAGE_PYTHON" ]; then

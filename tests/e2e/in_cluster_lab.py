@@ -337,8 +337,8 @@ def tunnel_dropped_and_back(lab, figures: dict | None = None) -> None:
     iface = kubectl(b, "exec", server, "--", "wg", "show").stdout.split("interface: ")[1].split()[0]
     port = kubectl(b, "exec", server, "--", "wg", "show", iface, "listen-port").stdout.strip()
     assert port.isdigit(), port
-    # a fault the fabric does not repair: the server's interface taken down raced with the server pod's own
-    # repair (a drift check or resync within ~3 s brought it up before the client missed 3 probes)
+    # a fault the fabric does not repair: the server's interface taken down would race with the server pod's
+    # own repair (a drift check or resync may bring it up before the client misses 3 probes)
     drop = (f"add table inet {FAULT_TABLE}\n"
             f"add chain inet {FAULT_TABLE} in {{ type filter hook input priority -300; }}\n"
             f"add rule inet {FAULT_TABLE} in udp dport {port} drop\n")

@@ -1,6 +1,6 @@
 """A containerd root that already holds the lab's images, made once per image set and cached next to the
 archives; every real node's containerd starts from a hard-linked copy of it (`cp -al`, well under a second)
-instead of importing the archives itself (six imports of the ~160 MB image took ~30 s on 2 cores).
+instead of importing the archives itself (an import per node is slow and takes the CPUs).
 
 Content blobs and unpacked snapshot layers are never written once committed (containers write to their own
 upper directories), so their files may be shared; the two bolt databases are written, so each node gets a

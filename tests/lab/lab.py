@@ -148,8 +148,8 @@ class Lab:
         return {"all": {"children": children, "vars": {"lab_id": self.lab_id, "wan_netns": self.wan.netns}}}
 
     def _write_inventory(self) -> None:
-        # JSON, which is YAML too: Ansible tries a file as JSON first, and a YAML parse of 200 lab hosts costs
-        # ~0.35 s of every ansible-playbook start here (docs/scale.md)
+        # JSON, which is YAML too: Ansible tries a file as JSON first and skips its slower YAML parse of every lab
+        # host (docs/scale.md)
         with open(self.inventory_path, "w", encoding="utf-8") as f:
             json.dump(self.inventory(), f, indent=1)
         os.chmod(self.inventory_path, 0o600)

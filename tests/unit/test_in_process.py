@@ -94,7 +94,7 @@ def test_the_overlay_action_plugin_preloads_its_module():
 @pytest.mark.parametrize("plugin, loaded", [("tunnel_probe", True), ("gateway_plan", False)])
 def test_a_host_module_plugin_also_preloads_pyroute2_and_an_api_one_does_not(plugin, loaded):
     """tunnel_probe imports pyroute2 only when it reads a link: its plugin imports it once where it loads, so the
-    child forked per task does not (~0.17 s each); the API modules never need it."""
+    child forked per task does not; the API modules never need it."""
     import subprocess
     import sys
     from tests.conftest import ROOT

@@ -3,8 +3,8 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """A gateway host's whole dataplane from the plan of roles/gateway, in one process.
 
-The gateway role used to run six modules per host (sysctls, WireGuard, NAT table, route table, rules,
-probe); each Ansible module run costs ~0.5 s here, more than the work itself. This applies the same
+One module call per host instead of six (sysctls, WireGuard, NAT table, route table, rules, probe): each
+Ansible module run costs more than the work itself. This applies the same
 desired state by composing the same functions: everything is validated first (nothing is written when any
 gateway's input is bad), then each gateway is built in dependency order (the interface before the routes
 through it) and probed.

@@ -93,7 +93,7 @@ def read_pidfile(state_dir, interface):
         return None
     if not isinstance(rec, dict) or not isinstance(rec.get("pid"), int):
         return None
-    # a killed probe is a zombie until its reaper takes it (a second or more here): not alive, so the drift check
+    # a killed probe is a zombie until its reaper takes it (which may take a while): not alive, so the drift check
     # sees it gone and start() starts it again at once
     return rec if _running(rec["pid"], rec.get("start")) else None
 

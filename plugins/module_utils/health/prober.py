@@ -105,8 +105,8 @@ def restart_due(state, changed, client):
     also at every lost ping up to the Error, then at every `threshold`-th.
 
     A client's restart takes a new source port, so its next handshake goes through the server's Service to
-    whichever gateway pod is active now: waiting for the Error (THRESHOLD lost pings) made a server failover last
-    3-4 s, and a restart that came before the new pod was active is repeated one ping later instead of after
+    whichever gateway pod is active now: waiting for the Error (THRESHOLD lost pings) would add those pings to a
+    server failover, and a restart that came before the new pod was active is repeated one ping later instead of after
     WireGuard's 5 s handshake retry. A single ping lost with the peer alive costs one handshake (a round trip).
     A long outage (a peer down, a wrong key) restarts every `threshold` pings, not every ping."""
     if changed and state.value == ERROR:

@@ -4,8 +4,8 @@
 """A small Kubernetes REST client: JSON over one kept-alive HTTP(S) connection per thread, streamed watches.
 Standard library and PyYAML only; where the cluster is and how to authenticate comes from kube_config.
 
-Why not the official client here: importing it and building its models costs ~1 s per module run, which
-dominated every fabric task; the modules and the controller need a handful of verbs on a dozen kinds.
+Why not the official client here: importing it and building its models costs more than a whole fabric
+task; the modules and the controller need a handful of verbs on a dozen kinds.
 """
 
 from __future__ import annotations

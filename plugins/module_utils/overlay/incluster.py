@@ -22,7 +22,8 @@ the API, so every party computes the same addresses from what it reads:
 - the links' MTU is the tunnel's (the gateway's spec.mtu), not the underlay's: a packet too big for the tunnel
   is refused on the source's own node, whose conntrack knows the flow, so the "fragmentation needed" reaches the
   pod. Refused in the gateway pod, that ICMP error would cross the gateway pod's node outside the overlay, where
-  the flow is unknown, and kube-proxy drops it as INVALID (measured: every 1,400-byte ping from another node lost).
+  the flow is unknown, and kube-proxy drops it as INVALID: a full-size packet from another node would never get
+  its answer.
 """
 
 from __future__ import annotations
@@ -158,7 +159,7 @@ def plan_node(node, facts, link_type="vxlan", mtu=None, masquerade_bypass=True):
     CIDR: all removed). A gateway between two pods (the active one gone, the next not yet up) keeps its rules
     and bypass with blackhole routes: packets for the remote CIDRs are dropped instead of leaving by the node's
     default route, where the masquerade would rewrite them and conntrack would keep that for as long as the flow
-    lives (measured: a ping started before a takeover never recovered, while a new one passed at once).
+    lives: a flow started before a takeover would never recover.
     `mtu` None: the tunnel's (see the module docstring)."""
     host = {"links": [], "routes": [], "rules": [], "bypass": []}
     mtu = mtu or facts.get("mtu") or DEFAULT_MTU

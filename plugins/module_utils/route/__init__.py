@@ -7,7 +7,7 @@
 
 Why a netlink stack of its own beside pyroute2 (which wireguard/, overlay/link.py and host/pod_netns.py use): a
 route table is applied whole, up to thousands of routes at once (tests/benchmarks/bench_routing.py: 10,000), and
-pyroute2's message classes cost ~75 us per route to encode and ~100 us to decode, ten times the budget that struct
-packing and one batched socket meet; links, WireGuard devices and namespaces are a few messages each, with nested
+pyroute2's message classes cost more per route to encode and decode than a whole table of routes may take with struct
+packing and one batched socket; links, WireGuard devices and namespaces are a few messages each, with nested
 attributes that pyroute2 already models.
 """

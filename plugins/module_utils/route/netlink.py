@@ -69,7 +69,7 @@ class RtnlSocket:
 
     def __init__(self, netns: Optional[str] = None):
         if netns:
-            # Imported here, not at module load: importing pyroute2 costs ~100 ms and only this needs it.
+            # Imported here, not at module load: importing pyroute2 is slow and only this needs it.
             try:
                 from pyroute2 import netns as pyroute2_netns  # pylint: disable=import-outside-toplevel
             except ImportError:

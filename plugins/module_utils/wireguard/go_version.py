@@ -5,7 +5,7 @@
 
 wireguard-go before its 2023 vectorized release writes one packet per system call, has no TCP GSO/GRO on its
 TUN device nor UDP GSO/GRO on its socket, and leaves its sockets at the host's default buffers: a tunnel of
-that binary runs at a fifth of the speed here (docs/wireguard-go.md). Debian bookworm ships such a binary
+that binary carries a fraction of the traffic (docs/wireguard-go.md). Debian bookworm ships such a binary
 (0.0.20220316); bookworm-backports ships 0.0.20231211, whose binary prints v0.0.20230223 (the release that
 brought the offloads). A gateway still works on the old binary: it is reported, not refused.
 """

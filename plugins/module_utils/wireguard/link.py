@@ -11,7 +11,7 @@ import ipaddress
 from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.errors import WireGuardError
 
 # pyroute2 for the interface's link: a few messages with nested attributes; route tables take route/'s own stack (route/__init__.py)
-# pyroute2 is imported when a link is read or changed, not at import: it costs ~100 ms, and the modules that only
+# pyroute2 is imported when a link is read or changed, not at import: it is slow to import, and the modules that only
 # plan or publish gateways (key generation, status) never need it.
 HAS_PYROUTE2 = importlib.util.find_spec("pyroute2") is not None
 PYROUTE2_IMPORT_ERROR = None if HAS_PYROUTE2 else "ImportError: No module named 'pyroute2'"

@@ -85,7 +85,7 @@ def activate_changes(dev, endpoint, persistent_keepalive):
     The peer is removed and added back with them, on a new random listen port. A standby's peer is not fresh:
     every packet routed into its tunnel made WireGuard try a handshake, which fails without an endpoint but
     still stamps the peer's last attempt, and a handshake is not sent again within 5 s of one (REKEY_TIMEOUT):
-    setting the endpoint and keepalive on that peer sent nothing for up to 5 s (measured in the real-node lab).
+    setting the endpoint and keepalive on that peer sends nothing for up to 5 s.
     A re-added peer has no attempt behind it, so turning its keepalive on starts the handshake at once; the new
     port is a new flow for every NAT on the way (as a session restart's `rebind`)."""
     change = DeviceChange()

@@ -70,7 +70,7 @@ def enter_netns(name: str) -> None:
     libc.umount2(b"/sys", MNT_DETACH)  # as ip does: a /sys that cannot be detached is mounted over
     _check(libc.mount(name.encode(), b"/sys", b"sysfs", flags, None), "mount sysfs on /sys")
     # a hint for dataplane_manifest.where(), which checks it: it need not stat every name under /run/netns (a lab
-    # has one per node and pod, ~2,200 at 100 nodes x 10 pods, stated by each node's apply)
+    # has one per node and pod)
     os.environ[NETNS_NAME_ENV] = name
 
 

@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Warm runner: a zygote that imported `ansible.cli.playbook` once and forks one child per playbook run.
 
-`ansible-playbook` spends most of its start importing Ansible (0.4-0.55 s of ~0.75 s here). The zygote is
+`ansible-playbook` spends most of its start importing Ansible. The zygote is
 started by PlaybookRunner with exactly the environment and cwd ansible_runner gives its runs, imports
 Ansible, stays single-threaded and listens on a Unix socket in the runner's 0700 runtime dir. ansible_runner
 spawns the client (`warm_client.py`, written into an executable launcher) as its `binary`; the client sends
@@ -56,7 +56,7 @@ PREIMPORT = (
     "ansible.playbook.role_include", "ansible.playbook.task_include", "ansible.module_utils.connection",
     "ansible.utils.hashing", "ansible.utils.shlex", "multiprocessing.popen_fork", "multiprocessing.synchronize",
     "pty", "pprint", "tomllib", "xml.dom.minidom", "xml.etree.ElementTree",
-    # liqo.fabric's host modules run in a fork of the worker (in_process.py): ~0.15 s each run
+    # liqo.fabric's host modules run in a fork of the worker (plugin_utils/speed/): imported once here, not in each run
     "pyroute2", "pyroute2.netns",
 )
 MAX_REQUEST = 16 << 20
@@ -195,7 +195,8 @@ class ZipShare:
     """Module payloads (AnsiballZ zips) built by earlier runs, reused by the next ones.
 
     Ansible caches a module's payload per process (DEFAULT_LOCAL_TMP/ansiballz_cache, keyed by the module's
-    name only), so every warm child would build gateway_dataplane's again (0.2-0.3 s of AST walks and zipping).
+    name only), so every warm child would build gateway_dataplane's again (AST walks and zipping of every
+    module_utils it imports).
     A child links this collection's entries from a store in the zygote's runtime dir before the run and adds
     those it built at exit. The store is keyed by a fingerprint (path, size, mtime) of the collection's modules
     and module_utils, so an edited file never meets an old payload; other collections' entries and modules
@@ -262,7 +263,7 @@ class ZipShare:
 
 
 def _memoize_collection_meta() -> None:
-    """Every run parses ansible.builtin's routing (ansible_builtin_runtime.yml, 376 kB: ~50 ms) when the
+    """Every run parses ansible.builtin's routing (ansible_builtin_runtime.yml, a large YAML file) when the
     collection loader starts. Ansible lets tools replace the parser (`_meta_yml_to_dict`, whose `content_id`
     argument is there to allow caching): the zygote parses it once and its children find it by content."""
     import hashlib  # pylint: disable=import-outside-toplevel
@@ -289,8 +290,8 @@ def _memoize_collection_meta() -> None:
 
 
 class InventoryMemo:
-    """Each run parsed the inventory file again: a lab's 100-node YAML inventory ~0.35-0.6 s of a run's start under
-    load (Ansible's YAML constructor is Python; the `auto` plugin reads the file once more to look for `plugin:`). The
+    """Each run would parse the inventory file again, a large part of a run's start with hundreds of hosts
+    (Ansible's YAML constructor is Python; the `auto` plugin reads the file once more to look for `plugin:`). The
     zygote parses an inventory file named on a run's command line before it forks (again only when the file's
     mtime, size or inode changed), and a child's DataLoader.load_from_file returns its own (forked) copy of that parse
     for the same file and arguments, once; Ansible would deep-copy it, most of the cost with 2.19's tagged data.
@@ -348,8 +349,8 @@ class InventoryMemo:
             if memo and not json_only:
                 ident = InventoryMemo.identity(loader.path_dwim(file_name))
                 if ident is not None and (ident, bool(trusted_as_template)) in memo:
-                    # this forked child's own copy, handed out once: no deep copy (~0.35 s of tagged data at 100
-                    # hosts); a second read of the file parses it again
+                    # this forked child's own copy, handed out once: no deep copy of the tagged data; a second
+                    # read of the file parses it again
                     return memo.pop((ident, bool(trusted_as_template)))
             return original(loader, file_name, cache=cache, unsafe=unsafe, json_only=json_only,
                             trusted_as_template=trusted_as_template)
