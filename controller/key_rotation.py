@@ -21,7 +21,8 @@ from controller.workqueue import PRIO_RESYNC
 
 log = logging.getLogger("controller.key_rotation")
 PREFIX = "rotate:"
-PLAYBOOK = "rotate_keys.yml"
+PLAYBOOK = "rotate_keys.yml"  # an entry point: at the top of playbooks/, never in playbooks/internal/
+INTERNAL_DIR = "internal"
 KINDS = ("GatewayServer", "GatewayClient")
 IDENTITY = ("liqo", "liqo-clusterid-configmap")
 
@@ -47,7 +48,11 @@ class KeyRotation(Feature):
     key_prefix = PREFIX
 
     def __init__(self, engine, playbook_dir: str, period: float = 10.0):
+        """playbook_dir: where the gateway kinds' playbook is; an internal one's (in-cluster) is playbooks/internal/."""
         self.engine = engine
+        playbook_dir = os.path.normpath(playbook_dir)
+        if os.path.basename(playbook_dir) == INTERNAL_DIR:
+            playbook_dir = os.path.dirname(playbook_dir)
         self.playbook = os.path.join(playbook_dir, PLAYBOOK)
         self.period = period               # seconds between checks of the rotation schedules
         self._ids: Dict[str, str] = {}     # cluster name -> cluster id (read once)

@@ -2,10 +2,10 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """A node agent's overlay applied in process when a gateway pod changes (a failover, a rollout).
 
-The node agent's playbook run (node_agent.yml) is the reference: it plans the node's overlay from the API and
-applies it, records the manifest for the drift checks and its result. But a run costs a spawn and an Ansible
-start (seconds on a busy node), and during a failover every node's link still points to the pod that is gone.
-So on every event of a gateway pod, this thread plans the node's overlay with the same functions
+The node agent's playbook run (playbooks/internal/node_agent.yml) is the reference: it plans the node's overlay
+from the API and applies it, records the manifest for the drift checks and its result. But a run costs a spawn
+and an Ansible start (seconds on a busy node), and during a failover every node's link still points to the pod
+that is gone. So on every event of a gateway pod, this thread plans the node's overlay with the same functions
 (`overlay_incluster.gather` / `plan_node`, the module's own) and applies it with `overlay_dataplane` (a lock per
 network namespace keeps it and a running module apart). The playbook run the same event queues follows as
 before and finds nothing left to change. Events coming while one apply runs are folded into the next one.

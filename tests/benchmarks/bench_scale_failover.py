@@ -1,6 +1,6 @@
 """Failover at scale (issue 20): one `reconcile_gateway` run moves cluster a's tunnel to its other gateway host and
 re-points every node, on two light-lab clusters of N nodes (N = 50, 100; pods per node LIQO_FABRIC_SCALE_PODS,
-default 3). The nodes' overlay goes through `overlay_nodes.yml`'s batch (the default) or a task per node
+default 3). The nodes' overlay goes through `internal/overlay_nodes.yml`'s batch (the default) or a task per node
 (`node_overlay_batch=false`, the baseline), alternately in one lab, ROUNDS times each (LIQO_FABRIC_FAILOVER_ROUNDS,
 default 2). Prints, per size and mode, the medians of the run's wall time and of the outage: the longest gap
 between replies of one 50 ms ping flow from a pod on a node that is not a gateway host to a remote pod (the flow

@@ -1,8 +1,8 @@
 """Scale of the in-cluster path (issue 20): what one node agent costs as the cluster grows.
 
-In a cluster, each node agent (the DaemonSet's engine in node mode, playbooks/node_agent.yml) applies its own node
-only: it watches its own Node (a field selector), the gateway pods, the gateways and the Configurations, never the
-other Nodes or the workload pods. So a change that touches every node (a peer's remapped CIDR) costs one agent run
+In a cluster, each node agent (the DaemonSet's engine in node mode, playbooks/internal/node_agent.yml) applies its own
+node only: it watches its own Node (a field selector), the gateway pods, the gateways and the Configurations, never
+the other Nodes or the workload pods. So a change that touches every node (a peer's remapped CIDR) costs one agent run
 per node, each on its own node's CPUs, at the same time; the agentless path runs the same change from one Ansible
 controller for every node (`reconcile_overlay`, bench_scale's figure, printed beside this one when it ran first).
 

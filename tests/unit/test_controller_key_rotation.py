@@ -81,3 +81,14 @@ def test_disabled_without_a_peer_cluster_or_an_inventory(tmp_path):
     eng.runner.inventory = None
     assert not key_rotation.KeyRotation(eng, str(tmp_path)).enabled()
     assert not key_rotation.KeyRotation(engine([cluster("a", [], {})]), str(tmp_path)).enabled()
+
+
+def test_the_rotation_playbook_is_the_entry_point_beside_an_internal_gateway_playbook(tmp_path):
+    """In cluster the gateways' playbook is playbooks/internal/reconcile_gateway_manifests.yml; rotate_keys.yml stays
+    the entry point at the top of playbooks/."""
+    (tmp_path / key_rotation.INTERNAL_DIR).mkdir()
+    (tmp_path / key_rotation.PLAYBOOK).write_text("---\n")
+    eng = engine([cluster("a", [], {}), cluster("b", [], {})])
+    for where in (tmp_path, tmp_path / key_rotation.INTERNAL_DIR):
+        kr = key_rotation.KeyRotation(eng, str(where))
+        assert kr.playbook == str(tmp_path / key_rotation.PLAYBOOK) and kr.enabled()

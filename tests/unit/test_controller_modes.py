@@ -49,7 +49,7 @@ def test_a_gateway_pod_watches_its_services_load_balancer():
     svc = [e for e in entries if e.kind == "Service"]
     assert len(svc) == 1 and list(svc[0].modes) == ["gateway"], svc
     assert svc[0].key == "{cluster}/gateway-pod" and svc[0].label_selector == "networking.liqo.io/component=gateway"
-    assert "status.loadBalancer" in svc[0].inputs and svc[0].playbook.endswith("gateway_pod.yml")
+    assert "status.loadBalancer" in svc[0].inputs and svc[0].playbook.endswith("/internal/gateway_pod.yml")
     assert watchmap.RESOURCES["Service"].plural == "services"
 
 
