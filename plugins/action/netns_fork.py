@@ -5,8 +5,8 @@
 the host's connection is local or liqo.fabric.netns (inside the host's network namespace for the latter), else the
 real module (plugins/plugin_utils/module_action.py; the fork in plugin_utils/speed/netns_fork.py;
 `liqo_fabric_in_process: false` runs it as a normal module). The module and pyroute2 are imported once where the
-plugin is loaded (the ansible-playbook process, speed/preload.py), so the worker of each host inherits them. A daemon the module starts (peer_health's probe) is a
-fresh interpreter, not a fork of the worker.
+plugin is loaded (the ansible-playbook process, speed/preload.py), so the worker of each host inherits them. A
+daemon the module starts (peer_health's probe) is a fresh interpreter, not a fork of the worker.
 
 Each host module has a symlink to this file here (`gateway_dataplane.py -> netns_fork.py`), imported as a plugin of
 its own named after its module (in_process.py beside it says why symlinks); a new host module gets the speed path

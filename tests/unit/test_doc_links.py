@@ -34,7 +34,7 @@ def test_relative_links_resolve(doc):
     for target in LINK.findall(FENCE.sub("", _text(doc))):
         if re.match(r"[a-z]+:", target):
             continue  # http(s), mailto: not checked here
-        path, _, anchor = target.partition("#")
+        path, _sep, anchor = target.partition("#")
         resolved = os.path.normpath(os.path.join(os.path.dirname(doc), path)) if path else doc
         if not os.path.exists(os.path.join(ROOT, resolved)):
             broken.append(f"{target}: no file {resolved}")
