@@ -189,6 +189,9 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.liqo.fabric.plugins.module_utils.gateway import dataplane as gd
 from ansible_collections.liqo.fabric.plugins.module_utils.host import manifest as dataplane_manifest
+from ansible_collections.liqo.fabric.plugins.module_utils.route.netlink import NetlinkError
+from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.errors import WireGuardError
+from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.link import HAS_PYROUTE2, PYROUTE2_IMPORT_ERROR
 
 
 def main():
@@ -206,8 +209,8 @@ def main():
         required_if=[("state", "present", ("private_keys",))],
         supports_check_mode=True,
     )
-    if not gd.wg.HAS_PYROUTE2:
-        module.fail_json(msg=missing_required_lib("pyroute2"), exception=gd.wg.PYROUTE2_IMPORT_ERROR)
+    if not HAS_PYROUTE2:
+        module.fail_json(msg=missing_required_lib("pyroute2"), exception=PYROUTE2_IMPORT_ERROR)
     p = module.params
     try:
         result = gd.sync_gateway_dataplane(p["gateways"], p["private_keys"], p["state"], module.check_mode,
@@ -215,7 +218,7 @@ def main():
                                            p["local_rule_priority"], p["probe"])
     except gd.DataplaneError as e:
         module.fail_json(msg=str(e))
-    except (gd.wg.WireGuardError, gd.routing.NetlinkError, gd.NftError, OSError) as e:
+    except (WireGuardError, NetlinkError, gd.NftError, OSError) as e:
         module.fail_json(msg="gateway dataplane: %s" % e, exception=traceback.format_exc())
     if (result.get("wireguard_go") or {}).get("warning"):
         module.warn(result["wireguard_go"]["warning"])
