@@ -206,44 +206,39 @@ class PlaybookRunner:
 
     def run(self, playbook: str, extravars: dict, timeout: float, ident: str,
             cancel: Optional[Callable[[], bool]] = None, limit: Optional[str] = None) -> RunResult:
-        t0 = time.monotonic()
-        first_event = []
-        acc = {"changed": 0, "failed": None, "stats": {}, "no_hosts": [], "slowest": (), "timeline": []}
+        events = _RunEvents(time.monotonic())
         with self._slot_lock:
             self._runs += 1
             # unique: ansible_runner's rotation can delete a reused ident's own (older) directory
             ident = f"{ident}-{os.getpid()}-{self._runs}"
-
-        def on_event(ev: dict) -> bool:
-            if not first_event:
-                first_event.append(time.monotonic())
-            name = ev.get("event")
-            data = ev.get("event_data") or {}
-            if name in ("playbook_on_task_start", "playbook_on_stats") and len(acc["timeline"]) < 40:
-                acc["timeline"].append((round(time.monotonic() - t0, 3), data.get("task") or name.rsplit("_", 1)[-1]))
-            if isinstance(data.get("duration"), (int, float)) and name.startswith("runner_on_") and (
-                    not acc["slowest"] or data["duration"] > acc["slowest"][0]):
-                acc["slowest"] = (round(data["duration"], 3), data.get("task") or "")
-            if name == "runner_on_ok" and (data.get("res") or {}).get("changed"):
-                acc["changed"] += 1
-            elif name in FAILED_EVENTS and not data.get("ignore_errors") and acc["failed"] is None:
-                res = data.get("res") or {}
-                acc["failed"] = (data.get("task") or "", data.get("host") or "", _failure_msg(res), res)
-            elif name == "playbook_on_no_hosts_matched":
-                acc["no_hosts"].append((data.get("play") or "", data.get("play_pattern") or ""))
-            elif name == "playbook_on_stats":
-                acc["stats"] = data.get("artifact_data") or {}
-            return False  # nothing written to the artifact dir
-
         playbook = os.path.abspath(playbook)
-        kwargs = self._common_kwargs()
         slot = self._slot_dir()
-        # the extra vars go in a file (-e @FILE, 0600 in the 0700 slot): a group key's fabric_objects (a cluster's
-        # Nodes and Pods: thousands of refs) exceeds what one command-line argument may hold (128 KiB)
-        vars_file = os.path.join(slot, f"extravars-{ident}.json")
-        fd = os.open(vars_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(extravars or {}, f, separators=(",", ":"))
+        vars_file = _write_extravars(slot, ident, extravars)
+        kwargs = self._launch_kwargs(playbook, vars_file)
+        warm = False
+        try:
+            r = ansible_runner.run(
+                private_data_dir=slot, playbook=playbook, inventory=self.inventory,
+                ident=ident, rotate_artifacts=self.rotate, event_handler=events.on_event, timeout=int(max(1, timeout)),
+                cancel_callback=cancel or (lambda: False), limit=limit, **kwargs)
+            status, rc = r.status, r.rc
+            if "binary" in kwargs:
+                warm = self._warm_outcome(r.config.artifact_dir)
+        except Exception as exc:  # pylint: disable=broad-except
+            log.exception("ansible_runner failed", extra={"fields": {"playbook": playbook, "error": str(exc)}})
+            status, rc = "error", None
+            events.failed = events.failed or ("", "", f"ansible_runner error: {exc}", {})
+        finally:
+            try:
+                os.unlink(vars_file)
+            except OSError:
+                pass
+        return events.result(status, rc, timeout, warm, self.inventory)
+
+    def _launch_kwargs(self, playbook: str, vars_file: str) -> dict:
+        """ansible_runner's arguments that say what to start: the warm runner's launcher when its zygote lives, else
+        ansible-playbook."""
+        kwargs = self._common_kwargs()
         cmdline = f"-e @{shlex.quote(vars_file)}"
         zygote = self.zygote
         if zygote is not None and not zygote.closed:
@@ -253,42 +248,7 @@ class PlaybookRunner:
             kwargs.update(binary=zygote.launcher, cmdline=f"{shlex.quote(playbook)} {cmdline}")
         else:
             kwargs.update(cmdline=cmdline)
-        warm = False
-        try:
-            r = ansible_runner.run(
-                private_data_dir=slot, playbook=playbook, inventory=self.inventory,
-                ident=ident, rotate_artifacts=self.rotate, event_handler=on_event, timeout=int(max(1, timeout)),
-                cancel_callback=cancel or (lambda: False), limit=limit, **kwargs)
-            status, rc = r.status, r.rc
-            if "binary" in kwargs:
-                warm = self._warm_outcome(r.config.artifact_dir)
-        except Exception as exc:  # pylint: disable=broad-except
-            log.exception("ansible_runner failed", extra={"fields": {"playbook": playbook, "error": str(exc)}})
-            status, rc = "error", None
-            acc["failed"] = acc["failed"] or ("", "", f"ansible_runner error: {exc}", {})
-        finally:
-            try:
-                os.unlink(vars_file)
-            except OSError:
-                pass
-        duration = time.monotonic() - t0
-        res = RunResult(ok=status == "successful" and rc == 0, status=status, rc=rc, duration=duration,
-                        spawn_seconds=(first_event[0] - t0) if first_event else None,
-                        changed=acc["changed"], stats=acc["stats"], warm=warm, slowest=acc["slowest"],
-                        timeline=tuple(acc["timeline"]))
-        if not res.ok:
-            if acc["failed"]:
-                failed = acc["failed"]
-                res.failed_task, res.failed_host, res.failed_msg, res.failed_result = failed[0], failed[1], failed[2], failed[3]
-            elif status == "timeout":
-                res.failed_msg = f"timed out after {int(timeout)} s"
-        elif acc["no_hosts"]:
-            # a play that matched no hosts did nothing: with no inventory (or a wrong group) the dataplane
-            # would silently be missing, so the run is a failure, never "applied"
-            res.ok, res.status, res.reason = False, "failed", "NoHostsMatched"
-            res.failed_msg = "; ".join(f"play '{play}' (hosts: {pattern}) matched no hosts" for play, pattern in acc["no_hosts"]) + (
-                f" in inventory {self.inventory}" if self.inventory else " (no inventory: only localhost exists)")
-        return res
+        return kwargs
 
     def _warm_outcome(self, artifact_dir: str) -> bool:
         try:
@@ -304,6 +264,68 @@ class PlaybookRunner:
             log.warning("warm runner: environment differs from the zygote's, run cold",
                         extra={"fields": {"differs": list(diff), "reason": marker.get("reason", "")}})
         return False
+
+
+def _write_extravars(slot: str, ident: str, extravars: dict) -> str:
+    """The extra vars go in a file (-e @FILE, 0600 in the 0700 slot): a group key's fabric_objects (a cluster's
+    Nodes and Pods: thousands of refs) exceeds what one command-line argument may hold (128 KiB)."""
+    path = os.path.join(slot, f"extravars-{ident}.json")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(extravars or {}, f, separators=(",", ":"))
+    return path
+
+
+@dataclasses.dataclass
+class _RunEvents:
+    """What the controller keeps of one run's events: ansible_runner calls on_event for each, in order."""
+    t0: float                        # time.monotonic() when the run was asked for
+    first: Optional[float] = None    # time.monotonic() of the first event
+    changed: int = 0
+    failed: Optional[tuple] = None   # (task, host, msg, result) of the first failure not ignored
+    stats: dict = dataclasses.field(default_factory=dict)       # set_stats data
+    no_hosts: list = dataclasses.field(default_factory=list)    # (play, pattern) of each play that matched no host
+    slowest: tuple = ()
+    timeline: list = dataclasses.field(default_factory=list)
+
+    def on_event(self, ev: dict) -> bool:
+        if self.first is None:
+            self.first = time.monotonic()
+        name = ev.get("event")
+        data = ev.get("event_data") or {}
+        if name in ("playbook_on_task_start", "playbook_on_stats") and len(self.timeline) < 40:
+            self.timeline.append((round(time.monotonic() - self.t0, 3), data.get("task") or name.rsplit("_", 1)[-1]))
+        if isinstance(data.get("duration"), (int, float)) and name.startswith("runner_on_") and (
+                not self.slowest or data["duration"] > self.slowest[0]):
+            self.slowest = (round(data["duration"], 3), data.get("task") or "")
+        if name == "runner_on_ok" and (data.get("res") or {}).get("changed"):
+            self.changed += 1
+        elif name in FAILED_EVENTS and not data.get("ignore_errors") and self.failed is None:
+            res = data.get("res") or {}
+            self.failed = (data.get("task") or "", data.get("host") or "", _failure_msg(res), res)
+        elif name == "playbook_on_no_hosts_matched":
+            self.no_hosts.append((data.get("play") or "", data.get("play_pattern") or ""))
+        elif name == "playbook_on_stats":
+            self.stats = data.get("artifact_data") or {}
+        return False  # nothing written to the artifact dir
+
+    def result(self, status: str, rc: Optional[int], timeout: float, warm: bool, inventory: Optional[str]) -> RunResult:
+        res = RunResult(ok=status == "successful" and rc == 0, status=status, rc=rc, duration=time.monotonic() - self.t0,
+                        spawn_seconds=(self.first - self.t0) if self.first is not None else None,
+                        changed=self.changed, stats=self.stats, warm=warm, slowest=self.slowest,
+                        timeline=tuple(self.timeline))
+        if not res.ok:
+            if self.failed:
+                res.failed_task, res.failed_host, res.failed_msg, res.failed_result = self.failed
+            elif status == "timeout":
+                res.failed_msg = f"timed out after {int(timeout)} s"
+        elif self.no_hosts:
+            # a play that matched no hosts did nothing: with no inventory (or a wrong group) the dataplane
+            # would silently be missing, so the run is a failure, never "applied"
+            res.ok, res.status, res.reason = False, "failed", "NoHostsMatched"
+            res.failed_msg = "; ".join(f"play '{play}' (hosts: {pattern}) matched no hosts" for play, pattern in self.no_hosts) + (
+                f" in inventory {inventory}" if inventory else " (no inventory: only localhost exists)")
+        return res
 
 
 def _failure_msg(res: dict) -> str:

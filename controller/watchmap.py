@@ -181,12 +181,176 @@ def resolve_callable(spec: str, where: str) -> Callable:
     return fn
 
 
-ENTRY_KEYS = {"kind", "playbook", "finalizer", "finalizer_playbook", "vars", "resync", "key", "lock", "status", "inputs",
-              "secrets", "related", "drift", "timeout", "finalizer_timeout", "modes", "label_selector", "member_if",
-              "objects"}
+NOT_WATCHABLE = ("Event", "Lease", "Secret", "ConfigMap")
+
+
+@dataclasses.dataclass
+class _EntryParse:
+    """One entry being parsed: what its field parsers read (the raw entry, its kind) and fill in."""
+    raw: dict
+    at: str                          # watches[i]
+    resource: Resource
+    playbook_dir: Optional[str]
+    kw: dict                         # WatchEntry's arguments
+    missing: list = dataclasses.field(default_factory=list)   # playbook files that do not exist
+
+    def where(self, key: str) -> str:
+        return f"{self.at}.{key}"
+
+
+def _playbook(p: _EntryParse, key: str, value) -> str:
+    if not isinstance(value, str) or not value:
+        raise WatchMapError(f"{p.where(key)}: {value!r} must be a playbook file name")
+    path = value if os.path.isabs(value) or p.playbook_dir is None else os.path.join(p.playbook_dir, value)
+    if not os.path.isfile(path):
+        p.missing.append(f"{key} {path} does not exist")
+    return path
+
+
+def _finalizer_playbook(p: _EntryParse, key: str, value) -> str:
+    path = _playbook(p, key, value)
+    if p.raw.get("finalizer") is None:
+        raise WatchMapError(f"{p.where(key)}: needs finalizer (the finalizer name to add)")
+    return path
+
+
+def _finalizer(p: _EntryParse, key: str, value) -> str:
+    if not isinstance(value, str) or "/" not in value:
+        raise WatchMapError(f"{p.where(key)}: {value!r} must be a qualified name like 'example.io/cleanup'")
+    if not p.kw.get("finalizer_playbook"):
+        raise WatchMapError(f"{p.where(key)}: needs finalizer_playbook (what runs before the finalizer is removed)")
+    return value
+
+
+def _vars(p: _EntryParse, key: str, value) -> dict:
+    if not isinstance(value, dict):
+        raise WatchMapError(f"{p.where(key)}: must be a mapping")
+    reserved = {k for k in value if k.startswith("fabric_") or k == "kubeconfig"}
+    if reserved:
+        raise WatchMapError(f"{p.where(key)}: {sorted(reserved)} are set by the controller")
+    return dict(value)
+
+
+_MIN_SECONDS = {"resync": 0.0, "timeout": 1.0, "finalizer_timeout": 1.0}
+
+
+def _seconds(p: _EntryParse, key: str, value) -> float:
+    return _number(value, p.where(key), _MIN_SECONDS[key])
+
+
+def _key_template(p: _EntryParse, key: str, value) -> str:
+    return _template(value, p.where(key))
+
+
+def _bool(p: _EntryParse, key: str, value) -> bool:
+    if not isinstance(value, bool):
+        raise WatchMapError(f"{p.where(key)}: {value!r} must be true or false")
+    return value
+
+
+def _status(p: _EntryParse, key: str, value) -> bool:
+    if _bool(p, key, value) and not p.resource.has_status:
+        raise WatchMapError(f"{p.where(key)}: {p.resource.kind} has no status subresource with conditions")
+    return value
+
+
+def _field_list(p: _EntryParse, key: str, value) -> tuple:
+    return _fields(value, p.where(key))
+
+
+def _secrets(p: _EntryParse, key: str, value) -> tuple:
+    fields = _fields(value, p.where(key))
+    if not p.resource.namespaced:
+        raise WatchMapError(f"{p.where(key)}: {p.resource.kind} is cluster-scoped (secrets are looked up in the object's"
+                            " namespace)")
+    return fields
+
+
+def _related(p: _EntryParse, key: str, value) -> tuple:
+    return tuple(_one_related(p, f"{p.where(key)}[{j}]", r) for j, r in enumerate(value or []))
+
+
+def _one_related(p: _EntryParse, w: str, r) -> Related:
+    if not isinstance(r, dict) or set(r) - {"kind", "labels", "ref", "namespace", "inputs"}:
+        raise WatchMapError(f"{w}: must be a mapping with kind and labels, ref or namespace (and optional inputs)")
+    if r.get("kind") not in RESOURCES:
+        raise WatchMapError(f"{w}.kind: {r.get('kind')!r} is not a known kind")
+    labels = _fields(r["labels"], f"{w}.labels") if "labels" in r else ()
+    ref = r.get("ref")
+    in_namespace = r.get("namespace", False)
+    if not isinstance(in_namespace, bool):
+        raise WatchMapError(f"{w}.namespace: {in_namespace!r} must be true or false")
+    if [bool(labels), bool(ref), in_namespace].count(True) != 1:
+        raise WatchMapError(f"{w}: give exactly one of labels (same label values, same namespace), ref or"
+                            " namespace: true (every object of the namespace)")
+    if in_namespace and not (p.resource.namespaced and RESOURCES[r["kind"]].namespaced):
+        raise WatchMapError(f"{w}.namespace: {p.resource.kind} or {r['kind']} is cluster-scoped")
+    if ref is not None and not isinstance(ref, str):
+        raise WatchMapError(f"{w}.ref: {ref!r} must be a field path like spec.serverTemplateRef")
+    return Related(r["kind"], labels, ref, _fields(r.get("inputs", ["spec"]), f"{w}.inputs"), in_namespace)
+
+
+def _drift(p: _EntryParse, key: str, value) -> Drift:
+    where = p.where(key)
+    if not isinstance(value, dict) or "function" not in value:
+        raise WatchMapError(f"{where}: must be a mapping with function (and period)")
+    fn = resolve_callable(value["function"], f"{where}.function")
+    return Drift(value["function"], _number(value.get("period", 30), f"{where}.period", 1.0), fn)
+
+
+def _modes(p: _EntryParse, key: str, value) -> tuple:
+    if not isinstance(value, list) or not value or set(value) - set(MODES):
+        raise WatchMapError(f"{p.where(key)}: {value!r} must be a non-empty list of {list(MODES)}")
+    return tuple(value)
+
+
+def _label_selector(p: _EntryParse, key: str, value) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise WatchMapError(f"{p.where(key)}: {value!r} must be a label selector like 'a=b'")
+    return value.strip()
+
+
+def _member_if(p: _EntryParse, key: str, value) -> tuple:
+    conds = []
+    for j, c in enumerate(_fields(value, p.where(key))):
+        path, sep, expected = c.partition("=")
+        if not path or (sep and not expected):
+            raise WatchMapError(f"{p.where(key)}[{j}]: {c!r} must be 'field.path' (set) or 'field.path=value'")
+        conds.append((path, expected if sep else None))
+    if p.kw.get("finalizer"):
+        raise WatchMapError(f"{p.where(key)}: an entry with a finalizer must keep every object as a member")
+    return tuple(conds)
+
+
+# The fields of an entry besides its kind, in the order they are checked (the first problem found is the one
+# reported): (key, parser, null_ok). A parser takes the field's value and returns WatchEntry's; a field left out
+# keeps WatchEntry's default (status: whether the kind has a status subresource), and so does a null one where
+# null_ok (elsewhere null is refused like any other wrong value).
+FIELDS = (
+    ("playbook", _playbook, True),
+    ("finalizer_playbook", _finalizer_playbook, True),
+    ("finalizer", _finalizer, True),
+    ("vars", _vars, False),
+    ("resync", _seconds, False),
+    ("timeout", _seconds, False),
+    ("finalizer_timeout", _seconds, False),
+    ("key", _key_template, False),
+    ("lock", _key_template, True),
+    ("status", _status, False),
+    ("inputs", _field_list, False),
+    ("secrets", _secrets, False),
+    ("related", _related, False),
+    ("drift", _drift, True),
+    ("modes", _modes, False),
+    ("label_selector", _label_selector, True),
+    ("objects", _bool, False),
+    ("member_if", _member_if, True),
+)
+ENTRY_KEYS = {"kind"} | {key for key, _parse, _null_ok in FIELDS}
 
 
 def parse_entry(raw: Any, i: int, playbook_dir: Optional[str]) -> WatchEntry:
+    """Entry `i` of the map -> WatchEntry; WatchMapError names the entry and the field of the first problem."""
     where = f"watches[{i}]"
     if not isinstance(raw, dict):
         raise WatchMapError(f"{where}: must be a mapping, got {type(raw).__name__}")
@@ -194,108 +358,20 @@ def parse_entry(raw: Any, i: int, playbook_dir: Optional[str]) -> WatchEntry:
     if unknown:
         raise WatchMapError(f"{where}: unknown key(s) {sorted(unknown)} (known: {sorted(ENTRY_KEYS)})")
     kind = raw.get("kind")
-    if kind not in RESOURCES or kind in ("Event", "Lease", "Secret", "ConfigMap"):
+    if kind not in RESOURCES or kind in NOT_WATCHABLE:
         raise WatchMapError(f"{where}.kind: {kind!r} is not a watchable kind "
-                            f"({', '.join(k for k in RESOURCES if k not in ('Event', 'Lease', 'Secret', 'ConfigMap'))})")
+                            f"({', '.join(k for k in RESOURCES if k not in NOT_WATCHABLE)})")
     res = RESOURCES[kind]
-    kw: Dict[str, Any] = {"kind": kind, "resource": res}
-    missing = []
-    for field in ("playbook", "finalizer_playbook"):
-        if raw.get(field) is None:
-            continue
-        if not isinstance(raw[field], str) or not raw[field]:
-            raise WatchMapError(f"{where}.{field}: {raw[field]!r} must be a playbook file name")
-        path = raw[field] if os.path.isabs(raw[field]) or playbook_dir is None else os.path.join(playbook_dir, raw[field])
-        if not os.path.isfile(path):
-            missing.append(f"{field} {path} does not exist")
-        kw[field] = path
-    if raw.get("finalizer") is not None:
-        if not isinstance(raw["finalizer"], str) or "/" not in raw["finalizer"]:
-            raise WatchMapError(f"{where}.finalizer: {raw['finalizer']!r} must be a qualified name like 'example.io/cleanup'")
-        if not kw.get("finalizer_playbook"):
-            raise WatchMapError(f"{where}.finalizer: needs finalizer_playbook (what runs before the finalizer is removed)")
-        kw["finalizer"] = raw["finalizer"]
-    elif raw.get("finalizer_playbook"):
-        raise WatchMapError(f"{where}.finalizer_playbook: needs finalizer (the finalizer name to add)")
-    if "vars" in raw:
-        if not isinstance(raw["vars"], dict):
-            raise WatchMapError(f"{where}.vars: must be a mapping")
-        reserved = {k for k in raw["vars"] if k.startswith("fabric_") or k == "kubeconfig"}
-        if reserved:
-            raise WatchMapError(f"{where}.vars: {sorted(reserved)} are set by the controller")
-        kw["vars"] = dict(raw["vars"])
-    for field in ("resync", "timeout", "finalizer_timeout"):
-        if field in raw:
-            kw[field] = _number(raw[field], f"{where}.{field}", 0.0 if field == "resync" else 1.0)
-    kw["key"] = _template(raw.get("key", DEFAULT_KEY), f"{where}.key")
-    if raw.get("lock") is not None:
-        kw["lock"] = _template(raw["lock"], f"{where}.lock")
-    status = raw.get("status", res.has_status)
-    if not isinstance(status, bool):
-        raise WatchMapError(f"{where}.status: {status!r} must be true or false")
-    if status and not res.has_status:
-        raise WatchMapError(f"{where}.status: {kind} has no status subresource with conditions")
-    kw["status"] = status
-    if "inputs" in raw:
-        kw["inputs"] = _fields(raw["inputs"], f"{where}.inputs")
-    if "secrets" in raw:
-        kw["secrets"] = _fields(raw["secrets"], f"{where}.secrets")
-        if not res.namespaced:
-            raise WatchMapError(f"{where}.secrets: {kind} is cluster-scoped (secrets are looked up in the object's namespace)")
-    rel = []
-    for j, r in enumerate(raw.get("related") or []):
-        w = f"{where}.related[{j}]"
-        if not isinstance(r, dict) or set(r) - {"kind", "labels", "ref", "namespace", "inputs"}:
-            raise WatchMapError(f"{w}: must be a mapping with kind and labels, ref or namespace (and optional inputs)")
-        if r.get("kind") not in RESOURCES:
-            raise WatchMapError(f"{w}.kind: {r.get('kind')!r} is not a known kind")
-        labels = _fields(r["labels"], f"{w}.labels") if "labels" in r else ()
-        ref = r.get("ref")
-        in_namespace = r.get("namespace", False)
-        if not isinstance(in_namespace, bool):
-            raise WatchMapError(f"{w}.namespace: {in_namespace!r} must be true or false")
-        if [bool(labels), bool(ref), in_namespace].count(True) != 1:
-            raise WatchMapError(f"{w}: give exactly one of labels (same label values, same namespace), ref or"
-                                " namespace: true (every object of the namespace)")
-        if in_namespace and not (res.namespaced and RESOURCES[r["kind"]].namespaced):
-            raise WatchMapError(f"{w}.namespace: {kind} or {r['kind']} is cluster-scoped")
-        if ref is not None and not isinstance(ref, str):
-            raise WatchMapError(f"{w}.ref: {ref!r} must be a field path like spec.serverTemplateRef")
-        rel.append(Related(r["kind"], labels, ref, _fields(r.get("inputs", ["spec"]), f"{w}.inputs"), in_namespace))
-    kw["related"] = tuple(rel)
-    if raw.get("drift") is not None:
-        d = raw["drift"]
-        if not isinstance(d, dict) or "function" not in d:
-            raise WatchMapError(f"{where}.drift: must be a mapping with function (and period)")
-        fn = resolve_callable(d["function"], f"{where}.drift.function")
-        kw["drift"] = Drift(d["function"], _number(d.get("period", 30), f"{where}.drift.period", 1.0), fn)
-    modes = raw.get("modes", ["controller"])
-    if not isinstance(modes, list) or not modes or set(modes) - set(MODES):
-        raise WatchMapError(f"{where}.modes: {modes!r} must be a non-empty list of {list(MODES)}")
-    kw["modes"] = tuple(modes)
-    if raw.get("label_selector") is not None:
-        if not isinstance(raw["label_selector"], str) or not raw["label_selector"].strip():
-            raise WatchMapError(f"{where}.label_selector: {raw['label_selector']!r} must be a label selector like 'a=b'")
-        kw["label_selector"] = raw["label_selector"].strip()
-    if "objects" in raw:
-        if not isinstance(raw["objects"], bool):
-            raise WatchMapError(f"{where}.objects: {raw['objects']!r} must be true or false")
-        kw["objects"] = raw["objects"]
-    if raw.get("member_if") is not None:
-        conds = []
-        for j, c in enumerate(_fields(raw["member_if"], f"{where}.member_if")):
-            path, sep, value = c.partition("=")
-            if not path or (sep and not value):
-                raise WatchMapError(f"{where}.member_if[{j}]: {c!r} must be 'field.path' (set) or 'field.path=value'")
-            conds.append((path, value if sep else None))
-        if kw.get("finalizer"):
-            raise WatchMapError(f"{where}.member_if: an entry with a finalizer must keep every object as a member")
-        kw["member_if"] = tuple(conds)
-    if kw.get("finalizer") and "{name}" not in kw["key"]:
+    p = _EntryParse(raw, where, res, playbook_dir, {"kind": kind, "resource": res, "status": res.has_status})
+    for key, parse_field, null_ok in FIELDS:
+        if key in raw and not (null_ok and raw[key] is None):
+            p.kw[key] = parse_field(p, key, raw[key])
+    kw = p.kw
+    if kw.get("finalizer") and "{name}" not in kw.get("key", DEFAULT_KEY):
         raise WatchMapError(f"{where}.finalizer: only per-object keys (with {{name}}) can carry a finalizer")
-    if missing and kw.get("playbook"):
+    if p.missing and kw.get("playbook"):
         kw["enabled"] = False
-        kw["disabled_reason"] = "; ".join(missing)
+        kw["disabled_reason"] = "; ".join(p.missing)
     return WatchEntry(**kw)
 
 

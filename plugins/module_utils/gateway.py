@@ -4,9 +4,10 @@
 """What a gateway must look like, derived from its CRs: the pure planning step of roles/gateway.
 
 Input: a GatewayServer or GatewayClient, the Configuration and PublicKey of the same remote cluster,
-the local cluster id and a few host facts. Output: a plan dict with the WireGuard interface, the NAT
-tunnel entry, the policy-routing mark/table, the status to publish and whether the gateway can be built
-yet (waiting) or is misconfigured (error, with a reason and a message naming the field).
+the local cluster id and a few host facts. Output: a GatewayPlan (to_result(): the plan dict the modules
+return) with the WireGuard interface, the NAT tunnel entry, the policy-routing mark/table, the status to
+publish and whether the gateway can be built yet (waiting) or is misconfigured (error, with a reason and a
+message naming the field).
 
 Addressing inside the tunnel: packets cross it with their *original* addresses; the 1:1 remap happens at
 each end (nat_table `tunnels`). Because the remote's original pod CIDR may equal the local one, tunnel
@@ -15,6 +16,7 @@ traffic is steered by a fwmark into a per-gateway routing table (route_rule/rout
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import ipaddress
 
@@ -197,97 +199,179 @@ def listen_port(gateway, gid):
     return endpoint["port"] or DEFAULT_PORT
 
 
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    """Why a gateway cannot be built (an error) or cannot be built yet (waiting): the Connection's reason and a
+    message naming the field."""
+    reason: str
+    message: str
+
+
+@dataclasses.dataclass(frozen=True)
+class RemoteCidrs:
+    """The remote cluster's CIDRs in its Configuration: as the remote uses them (spec) and remapped here by the IPAM
+    (status)."""
+    configuration: str
+    pod_original: str | None
+    pod_remapped: str
+    external_original: str | None
+    external_remapped: str | None
+
+
+@dataclasses.dataclass(frozen=True)
+class NatTunnel:
+    """The gateway's entry of nat_table `tunnels`."""
+    interface: str
+    mark: int
+    remote_original: str | None
+    remote_remapped: str
+    output: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class Peer:
+    """The WireGuard peer: the other end of the tunnel."""
+    public_key: str | None
+    endpoint: str | None            # a client's: the server's address:port; a server learns it from the handshake
+    allowed_ips: list = dataclasses.field(default_factory=lambda: ["0.0.0.0/0"])
+    persistent_keepalive: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class GatewayPlan:
+    """The plan of one gateway. Its JSON form, to_result(), is what modules return and later steps amend."""
+    kind: str                       # GatewayServer | GatewayClient
+    role: str                       # Server | Client
+    name: str
+    namespace: str
+    uid: str | None
+    generation: int | None
+    remote_cluster_id: str | None
+    id: str                         # gateway_id, shortened
+    interface: str                  # the WireGuard interface (unique per host)
+    nat_table: str
+    mark: int                       # fwmark of the tunnel's traffic ...
+    table: int                      # ... and the routing table it selects
+    rule_priority: int
+    mtu: int
+    listen_port: int | None         # a server's (the node port with a NodePort Service)
+    transit_address: str            # this end's address inside the tunnel (/30) ...
+    probe_address: str              # ... and the other end's
+    secret_name: str                # the key Secret: the user's (spec.secretRef) or the one created for the gateway
+    user_secret: bool
+    public_key: str | None
+    peer: Peer | None = None        # set once the peer's PublicKey is known
+    nat_tunnel: NatTunnel | None = None   # set once the IPAM remapped the remote pod CIDR
+    remote: RemoteCidrs | None = None
+    ready: bool = False             # everything known: the gateway can be built
+    waiting: Problem | None = None  # not yet
+    error: Problem | None = None    # misconfigured (an MTU mismatch leaves the plan ready: the Connection reports it)
+    connection_name: str = ""
+    status: dict = dataclasses.field(default_factory=dict)   # what the GatewayServer/Client status shows
+
+    def to_result(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _gateway_status(role, secret, namespace, internal_cidr, endpoint_address, port):
+    """The gateway's status: its key Secret, its internal endpoint and (a server) the endpoint peers connect to."""
+    internal = ipaddress.ip_network(internal_cidr, strict=False)
+    status = {"secretRef": {"apiVersion": "v1", "kind": "Secret", "name": secret, "namespace": namespace},
+              "internalEndpoint": {"ip": str(internal.network_address + 1)}}
+    if role == "Server":
+        status["endpoint"] = {"addresses": [endpoint_address] if endpoint_address else [], "port": port, "protocol": "UDP"}
+    return status
+
+
+def _base_plan(gateway, local_cluster_id, endpoint_address, internal_cidr, local_public_key) -> GatewayPlan:
+    """What the gateway's own object decides: its names, addresses and status; nothing known of the peer yet."""
+    kind = gateway["kind"]
+    meta = gateway.get("metadata") or {}
+    name, namespace = meta.get("name"), meta.get("namespace")
+    role = KINDS[kind]
+    gid = gateway_id(local_cluster_id, namespace, name, kind)
+    mark = mark_for(gid)
+    user_secret = user_secret_name(gateway)
+    secret = user_secret or secret_name(kind, name)
+    port = listen_port(gateway, gid)
+    return GatewayPlan(
+        kind=kind, role=role, name=name, namespace=namespace, uid=meta.get("uid"), generation=meta.get("generation"),
+        remote_cluster_id=_labels(gateway).get(REMOTE_CLUSTER_ID_LABEL), id=gid[:16], interface=interface_name(gid),
+        nat_table="lfgw_" + gid[:12], mark=mark, table=mark, rule_priority=RULE_PRIORITY,
+        mtu=(gateway.get("spec") or {}).get("mtu") or DEFAULT_MTU, listen_port=port, transit_address=TRANSIT[role][0],
+        probe_address=TRANSIT[role][1], secret_name=secret, user_secret=bool(user_secret), public_key=local_public_key,
+        connection_name=name, status=_gateway_status(role, secret, namespace, internal_cidr, endpoint_address, port))
+
+
+def _peer_endpoint(role, endpoint_fields, endpoint_address, need_endpoint):
+    """(the peer's endpoint: a client's server address:port, None for a server; or the Problem without one)."""
+    if role == "Server":
+        if not endpoint_address and need_endpoint:
+            return None, Problem("NoEndpointAddress", "the gateway host has no endpoint address (set gateway_endpoint_address)")
+        return None, None
+    addresses, port = endpoint_fields["addresses"], endpoint_fields["port"]
+    if not addresses:
+        return None, Problem("InvalidEndpoint", "spec.endpoint.addresses: at least one address of the server is required")
+    if not port:
+        return None, Problem("InvalidEndpoint", "spec.endpoint.port (or ports): the server's port is required")
+    return "%s:%s" % (addresses[0], port), None
+
+
+def _remote_cidrs(configurations, remote_id, namespace):
+    """(the remote cluster's CIDRs from its Configuration, or the Problem to wait for)."""
+    conf = _pick(configurations, remote_id, namespace)
+    if conf is None:
+        return None, Problem("ConfigurationNotFound", "no Configuration labelled %s=%s" % (REMOTE_CLUSTER_ID_LABEL, remote_id))
+    spec = cidr_fields(((conf.get("spec") or {}).get("remote") or {}).get("cidr"))
+    status = cidr_fields(((conf.get("status") or {}).get("remote") or {}).get("cidr"))
+    if not status.get("pod"):
+        return None, Problem("WaitingForIPAM", "Configuration %s/%s has no status.remote.cidr.pod yet"
+                             % (conf["metadata"].get("namespace"), conf["metadata"]["name"]))
+    return RemoteCidrs(conf["metadata"]["name"], spec.get("pod"), status.get("pod"), spec.get("external"),
+                       status.get("external")), None
+
+
+def _mtu_mismatch(mtu, public_key):
+    remote_mtu = ((public_key.get("metadata") or {}).get("annotations") or {}).get(MTU_ANNOTATION)
+    if remote_mtu and str(remote_mtu) != str(mtu):
+        return Problem("MTUMismatch", "spec.mtu: %s here but %s on the remote gateway (PublicKey %s, annotation %s); the"
+                       " MTU must be equal on both sides" % (mtu, remote_mtu, public_key["metadata"]["name"], MTU_ANNOTATION))
+    return None
+
+
 def plan(gateway, configurations, public_keys, local_cluster_id, endpoint_address, internal_cidr="10.80.0.0/16",
-         local_public_key=None, need_endpoint=True, namespace_gateways=None):
+         local_public_key=None, need_endpoint=True, namespace_gateways=None) -> GatewayPlan:
     """The plan of one gateway (see the module docstring); never raises for bad CR content.
     need_endpoint=False: a server without an endpoint address is not an error (the overlay's view, which
     does not know the gateway host's address). namespace_gateways: the gateways of its namespace (to tell
     whose a PublicKey labelled with this cluster's id is, see peer_public_key)."""
-    kind = gateway["kind"]
-    meta = gateway.get("metadata") or {}
-    spec = gateway.get("spec") or {}
-    name, namespace = meta.get("name"), meta.get("namespace")
-    role = KINDS[kind]
-    gid = gateway_id(local_cluster_id, namespace, name, kind)
-    remote_id = _labels(gateway).get(REMOTE_CLUSTER_ID_LABEL)
-    mtu = spec.get("mtu") or DEFAULT_MTU
-    mark = mark_for(gid)
-    out = {
-        "kind": kind, "role": role, "name": name, "namespace": namespace, "uid": meta.get("uid"),
-        "generation": meta.get("generation"), "remote_cluster_id": remote_id, "id": gid[:16],
-        "interface": interface_name(gid), "nat_table": "lfgw_" + gid[:12], "mark": mark, "table": mark,
-        "rule_priority": RULE_PRIORITY,
-        "mtu": mtu, "listen_port": listen_port(gateway, gid), "transit_address": TRANSIT[role][0],
-        "probe_address": TRANSIT[role][1], "secret_name": user_secret_name(gateway) or secret_name(kind, name),
-        "user_secret": bool(user_secret_name(gateway)), "public_key": local_public_key,
-        "peer": None, "nat_tunnel": None, "remote": None, "ready": False, "waiting": None, "error": None,
-        "connection_name": name,
-    }
-    status = {"secretRef": {"apiVersion": "v1", "kind": "Secret", "name": out["secret_name"], "namespace": namespace}}
-    internal = ipaddress.ip_network(internal_cidr, strict=False)
-    status["internalEndpoint"] = {"ip": str(internal.network_address + 1)}
-    if role == "Server":
-        status["endpoint"] = {"addresses": [endpoint_address] if endpoint_address else [],
-                              "port": out["listen_port"], "protocol": "UDP"}
-    out["status"] = status
-
-    def fail(reason, message):
-        out["error"] = {"reason": reason, "message": message}
-        return out
-
-    def wait(reason, message):
-        out["waiting"] = {"reason": reason, "message": message}
-        return out
-
+    out = _base_plan(gateway, local_cluster_id, endpoint_address, internal_cidr, local_public_key)
     endpoint_fields, problem = endpoint_spec(gateway)
-    if problem:
-        if role == "Server":
-            status.pop("endpoint", None)
-        return fail(*problem)
+    if problem:  # no endpoint to publish either
+        return dataclasses.replace(out, error=Problem(*problem),
+                                   status={k: v for k, v in out.status.items() if k != "endpoint"})
+    remote_id = out.remote_cluster_id
     if not remote_id:
-        return fail("MissingRemoteClusterID", "metadata.labels[%s]: required, the id of the remote cluster"
-                    % REMOTE_CLUSTER_ID_LABEL)
-    if role == "Server" and not endpoint_address and need_endpoint:
-        return fail("NoEndpointAddress", "the gateway host has no endpoint address (set gateway_endpoint_address)")
-    endpoint = None
-    if role == "Client":
-        addresses, port = endpoint_fields["addresses"], endpoint_fields["port"]
-        if not addresses:
-            return fail("InvalidEndpoint", "spec.endpoint.addresses: at least one address of the server is required")
-        if not port:
-            return fail("InvalidEndpoint", "spec.endpoint.port (or ports): the server's port is required")
-        endpoint = "%s:%s" % (addresses[0], port)
-
-    conf = _pick(configurations, remote_id, namespace)
-    if conf is None:
-        return wait("ConfigurationNotFound", "no Configuration labelled %s=%s" % (REMOTE_CLUSTER_ID_LABEL, remote_id))
-    remote_spec = cidr_fields(((conf.get("spec") or {}).get("remote") or {}).get("cidr"))
-    remote_status = cidr_fields(((conf.get("status") or {}).get("remote") or {}).get("cidr"))
-    if not remote_status.get("pod"):
-        return wait("WaitingForIPAM", "Configuration %s/%s has no status.remote.cidr.pod yet"
-                    % (conf["metadata"].get("namespace"), conf["metadata"]["name"]))
-    out["remote"] = {"configuration": conf["metadata"]["name"], "pod_original": remote_spec.get("pod"),
-                     "pod_remapped": remote_status.get("pod"), "external_original": remote_spec.get("external"),
-                     "external_remapped": remote_status.get("external")}
-    out["nat_tunnel"] = {"interface": out["interface"], "mark": mark, "remote_original": remote_spec.get("pod"),
-                         "remote_remapped": remote_status.get("pod"), "output": True}
-
+        return dataclasses.replace(out, error=Problem("MissingRemoteClusterID", "metadata.labels[%s]: required, the id of"
+                                                      " the remote cluster" % REMOTE_CLUSTER_ID_LABEL))
+    peer_endpoint, problem = _peer_endpoint(out.role, endpoint_fields, endpoint_address, need_endpoint)
+    if problem:
+        return dataclasses.replace(out, error=problem)
+    remote, waiting = _remote_cidrs(configurations, remote_id, out.namespace)
+    if waiting:
+        return dataclasses.replace(out, waiting=waiting)
+    out = dataclasses.replace(out, remote=remote,
+                              nat_tunnel=NatTunnel(out.interface, out.mark, remote.pod_original, remote.pod_remapped))
     pk, ambiguous = peer_public_key(public_keys, gateway, local_cluster_id, namespace_gateways)
     if ambiguous:
-        return fail("AmbiguousPublicKey", ambiguous)
+        return dataclasses.replace(out, error=Problem("AmbiguousPublicKey", ambiguous))
     if pk is None:
-        return wait("WaitingForPublicKey", "no PublicKey in namespace %s labelled %s=%s (the peer's id) or %s=%s (this"
-                    " cluster's id)" % (namespace, REMOTE_CLUSTER_ID_LABEL, remote_id, REMOTE_CLUSTER_ID_LABEL,
-                                        local_cluster_id))
-    remote_key = (pk.get("spec") or {}).get("publicKey")
-    remote_mtu = ((pk.get("metadata") or {}).get("annotations") or {}).get(MTU_ANNOTATION)
-    out["peer"] = {"public_key": remote_key, "endpoint": endpoint, "allowed_ips": ["0.0.0.0/0"],
-                   "persistent_keepalive": KEEPALIVE if role == "Client" else 0}
-    out["ready"] = True
-    if remote_mtu and str(remote_mtu) != str(mtu):
-        return fail("MTUMismatch", "spec.mtu: %s here but %s on the remote gateway (PublicKey %s, annotation %s);"
-                    " the MTU must be equal on both sides" % (mtu, remote_mtu, pk["metadata"]["name"], MTU_ANNOTATION))
-    return out
+        return dataclasses.replace(out, waiting=Problem(
+            "WaitingForPublicKey", "no PublicKey in namespace %s labelled %s=%s (the peer's id) or %s=%s (this cluster's"
+            " id)" % (out.namespace, REMOTE_CLUSTER_ID_LABEL, remote_id, REMOTE_CLUSTER_ID_LABEL, local_cluster_id)))
+    peer = Peer((pk.get("spec") or {}).get("publicKey"), peer_endpoint,
+                persistent_keepalive=KEEPALIVE if out.role == "Client" else 0)
+    return dataclasses.replace(out, peer=peer, ready=True, error=_mtu_mismatch(out.mtu, pk))
 
 
 def connection_value(plan_, probe=None):

@@ -105,7 +105,7 @@ def gateway_plans(kube, endpoint_address, internal_cidr, namespace=None, name=No
         ns = gw["metadata"]["namespace"]
         if ns not in siblings:
             siblings[ns] = list_gateways(kube, ns)
-        p = plan(gw, confs, pks, cluster_id, endpoint_address, internal_cidr, namespace_gateways=siblings[ns])
+        p = plan(gw, confs, pks, cluster_id, endpoint_address, internal_cidr, namespace_gateways=siblings[ns]).to_result()
         if validate:
             check_manifests(kube, gw, p)
         if p["error"] and p["error"]["reason"] in MANIFEST_REASONS + KEY_REASONS:  # never built: no key Secret written
@@ -148,7 +148,7 @@ def built_gateways(kube, cluster_id, configurations):
         if pks is None:
             pks = kube.list("PublicKey")
         p = plan(gw, configurations, pks, cluster_id, None, need_endpoint=False,
-                 namespace_gateways=[g for g in gateways if g["metadata"]["namespace"] == gw["metadata"]["namespace"]])
+                 namespace_gateways=[g for g in gateways if g["metadata"]["namespace"] == gw["metadata"]["namespace"]]).to_result()
         if p["ready"] and user_secret_name(gw):
             try:
                 user_keys(kube, gw)

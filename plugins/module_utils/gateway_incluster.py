@@ -41,7 +41,7 @@ def _plan(kube, gw, endpoint_address, internal_cidr, need_endpoint):
     gateway's ServiceAccount may read)."""
     ns = gw["metadata"]["namespace"]
     return plan(gw, kube.list("Configuration", ns), kube.list("PublicKey", ns), kube.cluster_id(), endpoint_address,
-                internal_cidr, need_endpoint=need_endpoint, namespace_gateways=list_gateways(kube, ns))
+                internal_cidr, need_endpoint=need_endpoint, namespace_gateways=list_gateways(kube, ns)).to_result()
 
 
 def controller_side(kube, kind, namespace, name, internal_cidr, check_mode=False):

@@ -265,150 +265,116 @@ def _entries(spec, key, errors):
 
 
 # ---------------------------------------------------------------- desired state -> Table
-def build_table(spec: dict) -> Table:
-    """Validates the desired state and returns its canonical Table; raises NatTableError listing
-    every problem (all found before anything is applied)."""
-    errors: list[str] = []
-    family = spec.get("family") or "ip"
-    if family not in FAMILIES:
-        errors.append(f"family: {family!r} is not one of {', '.join(FAMILIES)}")
-        family = "inet"  # keep validating the rest
-    name = spec.get("name") or DEFAULT_TABLE_NAME
-    if not _TABLE_NAME_RE.match(str(name)):
-        errors.append(f"name: {name!r} is not a valid table name (a letter, then up to 62 letters, digits or _)")
+@dataclass
+class _Build:
+    """One desired state being validated and turned into rules: what the section builders share."""
+    spec: dict
+    family: str
+    errors: list = field(default_factory=list)
+    keys: dict = field(default_factory=dict)  # canonical network -> sort key, computed once
+    chains: dict = field(default_factory=lambda: {name: [] for name in CHAIN_ORDER})  # chain name -> rules
 
-    pre: list[tuple] = []
-    post: list[tuple] = []
-    fwd: list[tuple] = []
+    # the checks of one field of an entry: `where` is the entry (`remaps[2]`), `key` the field
+    def net(self, where, entry, key, required=True):
+        return _check_net(self.errors, f"{where}.{key}", entry.get(key), self.family, required, self.keys)
 
-    # single-address DNAT (prerouting, before the prefix remaps: the more specific first)
-    for i, e in _entries(spec, "dnat", errors):
-        w = f"dnat[{i}]"
-        daddr = _check_addr(errors, f"{w}.daddr", e.get("daddr"), family)
-        to = _check_addr(errors, f"{w}.to", e.get("to"), family)
-        saddr = _check_net(errors, f"{w}.saddr", e.get("saddr"), family, required=False)
-        iif = _check_ifname(errors, f"{w}.iifname", e.get("iifname"))
-        if daddr and to and _same_version(errors, w, daddr, to, saddr):
-            rule = []
-            if iif:
-                rule.append(("iifname", iif))
-            if saddr:
-                rule.append(("saddr", saddr))
-            rule.append(("daddr", f"{daddr}/{32 if _version(daddr) == 4 else 128}"))
-            rule.append(("nat", "dnat", "addr", to))
-            pre.append(tuple(rule))
+    def addr(self, where, entry, key):
+        return _check_addr(self.errors, f"{where}.{key}", entry.get(key), self.family)
 
-    for i, e in _entries(spec, "snat", errors):
-        w = f"snat[{i}]"
-        saddr = _check_net(errors, f"{w}.saddr", e.get("saddr"), family)
-        to = _check_addr(errors, f"{w}.to", e.get("to"), family)
-        daddr = _check_net(errors, f"{w}.daddr", e.get("daddr"), family, required=False)
-        iif = _check_ifname(errors, f"{w}.iifname", e.get("iifname"))
-        oif = _check_ifname(errors, f"{w}.oifname", e.get("oifname"))
-        if saddr and to and _same_version(errors, w, saddr, to, daddr):
-            rule = []
-            if iif:
-                rule.append(("iifname", iif))
-            if oif:
-                rule.append(("oifname", oif))
-            rule.append(("saddr", saddr))
-            if daddr:
-                rule.append(("daddr", daddr))
-            rule.append(("nat", "snat", "addr", to))
-            post.append(tuple(rule))
+    def ifname(self, where, entry, key):
+        return _check_ifname(self.errors, f"{where}.{key}", entry.get(key))
 
-    # remaps, grouped per (direction, interface, IP version) in order of first appearance
-    keys: dict[str, tuple] = {}  # canonical network -> sort key, computed once
-    dnat_groups: dict[tuple, list] = {}
-    snat_groups: dict[tuple, list] = {}
-    for i, e in _entries(spec, "remaps", errors):
+    def remap_version(self, where, entry, original_key, remapped_key, original, remapped):
+        """The IP version of a valid 1:1 pair (both checked networks of one version and prefix length), else None."""
+        if not (original and remapped):
+            return None
+        (over, _onum, olen), (rver, _rnum, rlen) = self.keys[original], self.keys[remapped]
+        if over != rver:
+            self.errors.append(f"{where}: mixes IPv4 and IPv6 ({entry.get(original_key)!r}, {entry.get(remapped_key)!r})")
+            return None
+        if olen != rlen:
+            self.errors.append(f"{where}.{remapped_key}: prefix length /{rlen} of {entry.get(remapped_key)!r} differs from "
+                               f"/{olen} of {original_key} {entry.get(original_key)!r} (a 1:1 remap needs equal lengths)")
+            return None
+        return over
+
+
+def _rule(*terms) -> tuple:
+    """A rule of these terms, without the optional matches that are not given (a term whose value is None)."""
+    return tuple(t for t in terms if len(t) == 1 or t[1] is not None)
+
+
+def _dnat_rule(b: _Build, w: str, e: dict):
+    daddr, to = b.addr(w, e, "daddr"), b.addr(w, e, "to")
+    saddr, iif = b.net(w, e, "saddr", required=False), b.ifname(w, e, "iifname")
+    if not (daddr and to and _same_version(b.errors, w, daddr, to, saddr)):
+        return None
+    host = f"{daddr}/{32 if _version(daddr) == 4 else 128}"
+    return _rule(("iifname", iif), ("saddr", saddr), ("daddr", host), ("nat", "dnat", "addr", to))
+
+
+def _snat_rule(b: _Build, w: str, e: dict):
+    saddr, to, daddr = b.net(w, e, "saddr"), b.addr(w, e, "to"), b.net(w, e, "daddr", required=False)
+    iif, oif = b.ifname(w, e, "iifname"), b.ifname(w, e, "oifname")
+    if not (saddr and to and _same_version(b.errors, w, saddr, to, daddr)):
+        return None
+    return _rule(("iifname", iif), ("oifname", oif), ("saddr", saddr), ("daddr", daddr), ("nat", "snat", "addr", to))
+
+
+def _bypass_rule(b: _Build, w: str, e: dict):
+    saddr, daddr = b.net(w, e, "saddr"), b.net(w, e, "daddr", required=False)
+    oif = b.ifname(w, e, "oifname")
+    if not (saddr and _same_version(b.errors, w, saddr, daddr)):
+        return None
+    # identity: see the module docstring
+    return _rule(("oifname", oif), ("saddr", saddr), ("daddr", daddr), ("nat", "snat", "prefix", saddr))
+
+
+def _check_mss(errors, where, size):
+    if size is None:
+        return None
+    if isinstance(size, bool) or not isinstance(size, int) and not str(size).isdigit():
+        errors.append(f"{where}: {size!r} is not an integer")
+        return None
+    if not MSS_MIN <= int(size) <= MSS_MAX:
+        errors.append(f"{where}: {size!r} is outside {MSS_MIN}-{MSS_MAX}")
+        return None
+    return int(size)
+
+
+def _mss_rule(b: _Build, w: str, e: dict):
+    iif, oif = b.ifname(w, e, "iifname"), b.ifname(w, e, "oifname")
+    if not (e.get("iifname") or e.get("oifname")):
+        b.errors.append(f"{w}: needs oifname (the tunnel interface) or iifname")
+    size = _check_mss(b.errors, f"{w}.size", e.get("size"))
+    return _rule(("iifname", iif), ("oifname", oif), ("tcp_syn",), ("mss", "rt mtu" if size is None else size))
+
+
+def _add_remaps(b: _Build, entries):
+    """Remaps, grouped per (direction, interface, IP version) in order of first appearance: one interval-map
+    rule per group (see _remap_rules)."""
+    groups: dict[str, dict[tuple, list]] = {"dnat": {}, "snat": {}}
+    for i, e in entries:
         w = f"remaps[{i}]"
-        original = _check_net(errors, f"{w}.original", e.get("original"), family, keys=keys)
-        remapped = _check_net(errors, f"{w}.remapped", e.get("remapped"), family, keys=keys)
+        original, remapped = b.net(w, e, "original"), b.net(w, e, "remapped")
         translate = e.get("translate") or "both"
         if translate not in TRANSLATE_CHOICES:
-            errors.append(f"{w}.translate: {translate!r} is not one of {', '.join(TRANSLATE_CHOICES)}")
+            b.errors.append(f"{w}.translate: {translate!r} is not one of {', '.join(TRANSLATE_CHOICES)}")
             continue
-        iif = _check_ifname(errors, f"{w}.iifname", e.get("iifname"))
-        oif = _check_ifname(errors, f"{w}.oifname", e.get("oifname"))
-        if not (original and remapped):
+        iif, oif = b.ifname(w, e, "iifname"), b.ifname(w, e, "oifname")
+        ver = b.remap_version(w, e, "original", "remapped", original, remapped)
+        if ver is None:
             continue
-        (over, _onum, olen), (rver, _rnum, rlen) = keys[original], keys[remapped]
-        if over != rver:
-            errors.append(f"{w}: mixes IPv4 and IPv6 ({e.get('original')!r}, {e.get('remapped')!r})")
-            continue
-        if olen != rlen:
-            errors.append(f"{w}.remapped: prefix length /{rlen} of {e.get('remapped')!r} differs from /{olen} "
-                          f"of original {e.get('original')!r} (a 1:1 remap needs equal lengths)")
-            continue
-        ver = over
         if translate in ("both", "destination"):
-            dnat_groups.setdefault((iif, ver), []).append((remapped, original, f"{w}.remapped"))
+            groups["dnat"].setdefault((iif, ver), []).append((remapped, original, f"{w}.remapped"))
         if translate in ("both", "source"):
-            snat_groups.setdefault((oif, ver), []).append((original, remapped, f"{w}.original"))
-
-    for (iif, ver), items in dnat_groups.items():
-        _check_overlaps(errors, [(k, where) for k, _v, where in items], "remapped CIDR", keys.__getitem__)
-        pre.extend(_remap_rules("dnat", "daddr", "iifname", iif, ver, items, keys.__getitem__))
-    for (oif, ver), items in snat_groups.items():
-        _check_overlaps(errors, [(k, where) for k, _v, where in items], "original CIDR", keys.__getitem__)
-        post.extend(_remap_rules("snat", "saddr", "oifname", oif, ver, items, keys.__getitem__))
-
-    chains_extra: dict[str, list] = {}  # the tunnels' mangle and output chains
-    tunnel_pre, tunnel_post = _tunnel_rules(spec, family, errors, keys, chains_extra)
-    pre.extend(tunnel_pre)
-    post.extend(tunnel_post)
-
-    for i, e in _entries(spec, "bypass", errors):
-        w = f"bypass[{i}]"
-        saddr = _check_net(errors, f"{w}.saddr", e.get("saddr"), family)
-        daddr = _check_net(errors, f"{w}.daddr", e.get("daddr"), family, required=False)
-        oif = _check_ifname(errors, f"{w}.oifname", e.get("oifname"))
-        if saddr and _same_version(errors, w, saddr, daddr):
-            rule = [("oifname", oif)] if oif else []
-            rule.append(("saddr", saddr))
-            if daddr:
-                rule.append(("daddr", daddr))
-            rule.append(("nat", "snat", "prefix", saddr))  # identity: see the module docstring
-            post.append(tuple(rule))
-
-    for i, e in _entries(spec, "mss", errors):
-        w = f"mss[{i}]"
-        iif = _check_ifname(errors, f"{w}.iifname", e.get("iifname"))
-        oif = _check_ifname(errors, f"{w}.oifname", e.get("oifname"))
-        if not (e.get("iifname") or e.get("oifname")):
-            errors.append(f"{w}: needs oifname (the tunnel interface) or iifname")
-        size = e.get("size")
-        if size is not None:
-            if isinstance(size, bool) or not isinstance(size, int) and not str(size).isdigit():
-                errors.append(f"{w}.size: {size!r} is not an integer")
-                size = None
-            elif not MSS_MIN <= int(size) <= MSS_MAX:
-                errors.append(f"{w}.size: {size!r} is outside {MSS_MIN}-{MSS_MAX}")
-                size = None
-            else:
-                size = int(size)
-        rule = []
-        if iif:
-            rule.append(("iifname", iif))
-        if oif:
-            rule.append(("oifname", oif))
-        rule += [("tcp_syn",), ("mss", size if size is not None else "rt mtu")]
-        fwd.append(tuple(rule))
-
-    for key in spec:
-        if key not in ("family", "name", "dnat", "snat", "remaps", "bypass", "mss", "tunnels"):
-            errors.append(f"{key}: unknown field")
-
-    if errors:
-        raise NatTableError(errors)
-    chains = []
-    for chain_name in CHAIN_ORDER:
-        rules = {CHAIN_PRE: pre, CHAIN_POST: post, CHAIN_FWD: fwd}.get(chain_name) or chains_extra.get(chain_name)
-        if rules:
-            ctype, hook, prio = CHAIN_SPECS[chain_name]
-            chains.append(Chain(chain_name, ctype, hook, prio, "accept", tuple(rules)))
-    return Table(family, str(name), tuple(chains))
+            groups["snat"].setdefault((oif, ver), []).append((original, remapped, f"{w}.original"))
+    # (nat, key matched, interface match, what the key is, chain)
+    for kind, match, ifkey, what, chain in (("dnat", "daddr", "iifname", "remapped CIDR", CHAIN_PRE),
+                                            ("snat", "saddr", "oifname", "original CIDR", CHAIN_POST)):
+        for (ifname, ver), items in groups[kind].items():
+            _check_overlaps(b.errors, [(k, where) for k, _v, where in items], what, b.keys.__getitem__)
+            b.chains[chain].extend(_remap_rules(kind, match, ifkey, ifname, ver, items, b.keys.__getitem__))
 
 
 def _check_mark(errors, where, value):
@@ -432,75 +398,113 @@ def _check_mark(errors, where, value):
     return mark
 
 
-def _tunnel_rules(spec, family, errors, keys, chains_extra) -> tuple[list, list]:
-    """Validates `tunnels` and returns (prerouting rules, postrouting rules); the rules of the mangle and
-    output chains go into `chains_extra` {chain name: [rules]}. Tunnels are sorted by interface: with
-    distinct interfaces and marks and non-overlapping remapped CIDRs they never match the same packet
-    (unless a wildcard interface covers another tunnel's), so their input order does not matter and
-    reordering the input causes no rewrite."""
+def _valid_tunnels(b: _Build, entries) -> list:
+    """The valid `tunnels` as (interface, mark, remote_original, remote_remapped, output); interfaces and marks
+    unique, remote_remapped CIDRs not overlapping."""
     tunnels = []
     by_mark: dict[int, str] = {}
     by_ifname: dict[str, str] = {}
     remapped_seen = []
-    for i, e in _entries(spec, "tunnels", errors):
+    for i, e in entries:
         w = f"tunnels[{i}]"
         if e.get("interface") in (None, ""):
-            errors.append(f"{w}.interface: is required")
+            b.errors.append(f"{w}.interface: is required")
             iface = None
         else:
-            iface = _check_ifname(errors, f"{w}.interface", e.get("interface"))
-        mark = _check_mark(errors, f"{w}.mark", e.get("mark"))
-        original = _check_net(errors, f"{w}.remote_original", e.get("remote_original"), family, keys=keys)
-        remapped = _check_net(errors, f"{w}.remote_remapped", e.get("remote_remapped"), family, keys=keys)
+            iface = b.ifname(w, e, "interface")
+        mark = _check_mark(b.errors, f"{w}.mark", e.get("mark"))
+        original, remapped = b.net(w, e, "remote_original"), b.net(w, e, "remote_remapped")
         output = e.get("output", True)
         if output is None:
             output = True
         if not isinstance(output, bool):
-            errors.append(f"{w}.output: {output!r} is not a boolean")
+            b.errors.append(f"{w}.output: {output!r} is not a boolean")
         if iface is not None:
             if iface in by_ifname:
-                errors.append(f"{w}.interface: {iface!r} is already the interface of {by_ifname[iface]}")
+                b.errors.append(f"{w}.interface: {iface!r} is already the interface of {by_ifname[iface]}")
             else:
                 by_ifname[iface] = w
         if mark is not None:
             if mark in by_mark:
-                errors.append(f"{w}.mark: {mark} ({mark:#x}) is already the mark of {by_mark[mark]}")
+                b.errors.append(f"{w}.mark: {mark} ({mark:#x}) is already the mark of {by_mark[mark]}")
             else:
                 by_mark[mark] = w
-        if not (original and remapped):
-            continue
-        (over, _onum, olen), (rver, _rnum, rlen) = keys[original], keys[remapped]
-        if over != rver:
-            errors.append(f"{w}: mixes IPv4 and IPv6 ({e.get('remote_original')!r}, {e.get('remote_remapped')!r})")
-            continue
-        if olen != rlen:
-            errors.append(f"{w}.remote_remapped: prefix length /{rlen} of {e.get('remote_remapped')!r} differs from /{olen} "
-                          f"of remote_original {e.get('remote_original')!r} (a 1:1 remap needs equal lengths)")
+        if b.remap_version(w, e, "remote_original", "remote_remapped", original, remapped) is None:
             continue
         remapped_seen.append((remapped, f"{w}.remote_remapped"))
         if iface is not None and mark is not None and isinstance(output, bool):
             tunnels.append((iface, mark, original, remapped, output))
-    _check_overlaps(errors, remapped_seen, "remote_remapped CIDR", keys.__getitem__)
+    _check_overlaps(b.errors, remapped_seen, "remote_remapped CIDR", b.keys.__getitem__)
+    return tunnels
 
-    pre, post = [], []
-    mangle_pre = chains_extra.setdefault(CHAIN_MANGLE_PRE, [])
-    mangle_out = chains_extra.setdefault(CHAIN_MANGLE_OUT, [])
-    out = chains_extra.setdefault(CHAIN_OUT, [])
-    for iface, mark, original, remapped, output in sorted(tunnels):
-        mangle_pre += [
+
+def _add_tunnels(b: _Build, entries):
+    """The tunnels' rules: marks in the mangle chains, the remap R <-> O in prerouting, postrouting and output.
+    Tunnels are sorted by interface: with distinct interfaces and marks and non-overlapping remapped CIDRs they
+    never match the same packet (unless a wildcard interface covers another tunnel's), so their input order does
+    not matter and reordering the input causes no rewrite."""
+    chains = b.chains
+    for iface, mark, original, remapped, output in sorted(_valid_tunnels(b, entries)):
+        chains[CHAIN_MANGLE_PRE] += [
             (("iifname_ne", iface), ("daddr", remapped), ("mark_set", "meta", mark)),
             (("iifname_ne", iface), ("ct_mark", mark), ("mark_set", "meta", mark)),
             (("iifname", iface), ("ct_state", "new"), ("mark_set", "ct", mark)),
         ]
         if output:
-            mangle_out += [(("daddr", remapped), ("mark_set", "meta", mark)),
-                           (("ct_mark", mark), ("mark_set", "meta", mark))]
+            chains[CHAIN_MANGLE_OUT] += [(("daddr", remapped), ("mark_set", "meta", mark)),
+                                         (("ct_mark", mark), ("mark_set", "meta", mark))]
         if original != remapped:
-            pre.append((("iifname_ne", iface), ("daddr", remapped), ("nat", "dnat", "prefix", original)))
-            post.append((("iifname", iface), ("saddr", original), ("nat", "snat", "prefix", remapped)))
+            chains[CHAIN_PRE].append((("iifname_ne", iface), ("daddr", remapped), ("nat", "dnat", "prefix", original)))
+            chains[CHAIN_POST].append((("iifname", iface), ("saddr", original), ("nat", "snat", "prefix", remapped)))
             if output:
-                out.append((("daddr", remapped), ("nat", "dnat", "prefix", original)))
-    return pre, post
+                chains[CHAIN_OUT].append((("daddr", remapped), ("nat", "dnat", "prefix", original)))
+
+
+# The sections of the desired state, in the order they are checked and their rules added (so within a chain
+# a single-address DNAT comes before the prefix remaps: the more specific first). A section with a chain
+# gives one rule per entry (or None); one without gets all its entries and adds its rules itself.
+SECTIONS = (
+    ("dnat", CHAIN_PRE, _dnat_rule),
+    ("snat", CHAIN_POST, _snat_rule),
+    ("remaps", None, _add_remaps),
+    ("tunnels", None, _add_tunnels),
+    ("bypass", CHAIN_POST, _bypass_rule),
+    ("mss", CHAIN_FWD, _mss_rule),
+)
+SPEC_KEYS = ("family", "name") + tuple(section for section, _chain, _build in SECTIONS)
+
+
+def _check_target(errors, family, name) -> str:
+    """Checks the table's family and name; returns the family to validate the rest with."""
+    if family not in FAMILIES:
+        errors.append(f"family: {family!r} is not one of {', '.join(FAMILIES)}")
+        family = "inet"  # keep validating the rest
+    if not _TABLE_NAME_RE.match(str(name)):
+        errors.append(f"name: {name!r} is not a valid table name (a letter, then up to 62 letters, digits or _)")
+    return family
+
+
+def build_table(spec: dict) -> Table:
+    """Validates the desired state and returns its canonical Table; raises NatTableError listing
+    every problem (all found before anything is applied)."""
+    errors: list[str] = []
+    name = spec.get("name") or DEFAULT_TABLE_NAME
+    b = _Build(spec, _check_target(errors, spec.get("family") or "ip", name), errors)
+    for section, chain, build in SECTIONS:
+        entries = _entries(spec, section, errors)
+        if chain is None:
+            build(b, entries)
+            continue
+        for i, e in entries:
+            rule = build(b, f"{section}[{i}]", e)
+            if rule:
+                b.chains[chain].append(rule)
+    errors.extend(f"{key}: unknown field" for key in spec if key not in SPEC_KEYS)
+    if errors:
+        raise NatTableError(errors)
+    chains = tuple(Chain(chain_name, *CHAIN_SPECS[chain_name], "accept", tuple(rules))
+                   for chain_name, rules in b.chains.items() if rules)
+    return Table(b.family, str(name), chains)
 
 
 def _remap_rules(kind, match, ifkey, ifname, ver, items, keyf) -> list:
@@ -786,10 +790,7 @@ def ensure(spec: dict, state: str = "present", check_mode: bool = False, nft: Nf
             else:
                 desired = None
                 errors = []
-                if family not in FAMILIES:
-                    errors.append(f"family: {family!r} is not one of {', '.join(FAMILIES)}")
-                if not _TABLE_NAME_RE.match(str(name)):
-                    errors.append(f"name: {name!r} is not a valid table name (a letter, then up to 62 letters, digits or _)")
+                _check_target(errors, family, name)
                 if errors:
                     raise NatTableError(errors)
         finally:

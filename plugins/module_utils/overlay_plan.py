@@ -19,6 +19,7 @@ clusters through the active gateway and the replies come back the same way. Pure
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import ipaddress
 import json
@@ -82,9 +83,127 @@ def assign_internal_ips(nodes, internal_cidr):
     return assigned, new
 
 
+@dataclasses.dataclass(frozen=True)
+class Link:
+    """One overlay link of a host: a Geneve/VXLAN device with one remote."""
+    name: str
+    type: str
+    vni: int
+    remote: str      # the other end's underlay address
+    local: str
+    mtu: int
+    address: str     # this host's internal address
+    peer: str        # the other end's internal address: routed through this link (see _peer_routes), not in the result
+
+    def to_result(self) -> dict:
+        return {"name": self.name, "type": self.type, "vni": self.vni, "remotes": [self.remote], "local": self.local,
+                "mtu": self.mtu, "addresses": ["%s/32" % self.address]}
+
+
+@dataclasses.dataclass(frozen=True)
+class HostPlan:
+    """What one node or gateway host must hold: overlay_dataplane's `node`. Routes, rules and bypass entries are
+    in the form overlay_dataplane takes them."""
+    internal_ip: str
+    links: tuple = ()
+    routes: tuple = ()
+    rules: tuple = ()
+    bypass: tuple = ()
+    role: str = "node"   # gateway: the active gateway host
+
+    def to_result(self) -> dict:
+        return {"internal_ip": self.internal_ip, "links": [link.to_result() for link in self.links],
+                "routes": [dict(r) for r in self.routes], "rules": [dict(r) for r in self.rules],
+                "bypass": [dict(b) for b in self.bypass], "role": self.role}
+
+
+@dataclasses.dataclass(frozen=True)
+class OverlayPlan:
+    assign: dict                  # node -> internal IP
+    annotate: dict                # node -> internal IP allocated now (to record in the Node's annotation)
+    hosts: dict                   # node -> HostPlan
+    active_gateway: str | None
+    gateway_hosts: list
+
+    def to_result(self) -> dict:
+        """The overlay_plan module's result (its `hosts[<node>]` are overlay_dataplane's input)."""
+        return {"assign": self.assign, "annotate": self.annotate,
+                "hosts": {name: host.to_result() for name, host in self.hosts.items()},
+                "active_gateway": self.active_gateway, "gateway_hosts": self.gateway_hosts}
+
+
+@dataclasses.dataclass(frozen=True)
+class _Mesh:
+    """The links between every node and every gateway host."""
+    nodes: list            # names, sorted
+    gateway_hosts: list    # names, sorted
+    assign: dict           # node -> internal IP
+    underlay: dict         # node -> its InternalIP
+    base: int              # the internal CIDR's network address
+    link_type: str
+    mtu: int
+
+    def vni(self, gateway, node):
+        return 65536 * (self.gateway_hosts.index(gateway) + 1) + (int(ipaddress.ip_address(self.assign[node])) - self.base)
+
+    def link(self, name, gateway, node, here, there) -> Link:
+        """The link between `gateway` and `node` on `here` (one of them) towards `there` (the other)."""
+        return Link(name, self.link_type, self.vni(gateway, node), self.underlay[there], self.underlay[here], self.mtu,
+                    self.assign[here], self.assign[there])
+
+    def links_of(self, name) -> list:
+        """Towards every gateway host (as a node), then, on a gateway host (active or standby), towards every node."""
+        links = [self.link(node_link_name(gw), gw, name, name, gw) for gw in self.gateway_hosts if gw != name]
+        if name in self.gateway_hosts:
+            links += [self.link(gateway_link_name(other), name, other, name, other) for other in self.nodes if other != name]
+        return links
+
+
+def _pod_ips_by_node(pods):
+    out = {}
+    for pod in pods:
+        status, spec = pod.get("status") or {}, pod.get("spec") or {}
+        if spec.get("nodeName") and status.get("podIP") and status.get("phase") == "Running" \
+                and status.get("podIP") != status.get("hostIP"):  # hostNetwork pods ride the node's routes
+            out.setdefault(spec["nodeName"], []).append(status["podIP"])
+    return out
+
+
+def _return_routes(name, nodes, pods_by_node, assign):
+    """The active gateway host: one /32 route per pod on another node through that node's link."""
+    return [{"dst": "%s/32" % ip, "via": assign[other], "dev": gateway_link_name(other), "onlink": True}
+            for other in sorted(pods_by_node) if other != name and other in nodes
+            for ip in sorted(pods_by_node[other], key=ipaddress.ip_address)]
+
+
+def _remote_routes(node, remote_cidrs, active_gateway, assign):
+    """A node: the remote CIDRs through the link to the active gateway, from the node's pod-gateway address."""
+    src = _pod_gateway_address(node)
+    routes = []
+    for cidr in sorted(remote_cidrs):
+        route = {"dst": cidr, "via": assign[active_gateway], "dev": node_link_name(active_gateway), "onlink": True}
+        if src:
+            route["src"] = src
+        routes.append(route)
+    return routes
+
+
+def _peer_routes(links, on_active_gateway):
+    """The peers' internal addresses through their links, selected for that range only: without them
+    reverse-path filtering (and ARP, which it also checks) refuses what comes over the overlay.
+    Two gateway hosts are joined by two links (each is the other's node); the one in use is the active
+    gateway's node-facing link on the active host, the link towards the active gateway elsewhere."""
+    first = "lovn" if on_active_gateway else "lovg"
+    peers = {}
+    for link in sorted(links, key=lambda x: not x.name.startswith(first)):
+        peers.setdefault(link.peer, link.name)
+    return [{"dst": "%s/32" % ip, "dev": dev, "scope": "link"}
+            for ip, dev in sorted(peers.items(), key=lambda kv: ipaddress.ip_address(kv[0]))]
+
+
 def plan(nodes, pods, gateway_hosts, active_gateway, remote_cidrs, tunnel_interfaces, internal_cidr,
-         link_type="auto", mtu=DEFAULT_MTU, masquerade_bypass=True, local_pod_cidrs=()):
-    """Per-host desired state: {"assign": {...}, "annotate": {...}, "hosts": {node: {...}}}.
+         link_type="auto", mtu=DEFAULT_MTU, masquerade_bypass=True, local_pod_cidrs=()) -> OverlayPlan:
+    """Per-host desired state (to_result(): {"assign": {...}, "annotate": {...}, "hosts": {node: {...}}, ...}).
 
     `gateway_hosts`: names of the nodes that can host the gateway (sorted; active first is not required);
     `active_gateway`: the one in charge now (must be one of them); `remote_cidrs`: remapped pod CIDRs of all
@@ -96,77 +215,31 @@ def plan(nodes, pods, gateway_hosts, active_gateway, remote_cidrs, tunnel_interf
     if active_gateway and active_gateway not in gateway_hosts:
         raise ValueError("active_gateway: %r is not one of the gateway hosts %s" % (active_gateway, gateway_hosts))
     assign, annotate = assign_internal_ips(nodes, internal_cidr)
-    base = int(ipaddress.ip_network(internal_cidr).network_address)
     underlay = {name: _internal_ip(n) for name, n in by_name.items()}
     missing = sorted(name for name, ip in underlay.items() if not ip)
     if missing:
         raise ValueError("nodes %s: no InternalIP in status.addresses" % ", ".join(missing))
-
-    def vni(gateway, node):
-        return 65536 * (gateway_hosts.index(gateway) + 1) + (int(ipaddress.ip_address(assign[node])) - base)
-
-    def link(name, vni_, remote, local, address, peer):
-        return {"name": name, "type": link_type, "vni": vni_, "remotes": [remote], "local": local, "mtu": mtu,
-                "addresses": ["%s/32" % address], "peer": peer}
-
-    pods_by_node = {}
-    for pod in pods:
-        status, spec = pod.get("status") or {}, pod.get("spec") or {}
-        if spec.get("nodeName") and status.get("podIP") and status.get("phase") == "Running" \
-                and status.get("podIP") != status.get("hostIP"):  # hostNetwork pods ride the node's routes
-            pods_by_node.setdefault(spec["nodeName"], []).append(status["podIP"])
-
+    mesh = _Mesh(sorted(by_name), gateway_hosts, assign, underlay, int(ipaddress.ip_network(internal_cidr).network_address),
+                 link_type, mtu)
+    pods_by_node = _pod_ips_by_node(pods)
     hosts = {}
-    for name in sorted(by_name):
-        host = {"internal_ip": assign[name], "links": [], "routes": [], "rules": [], "bypass": [],
-                "role": "gateway" if name == active_gateway else "node"}
-        # links towards every gateway host (as a node)
-        for gw in gateway_hosts:
-            if gw != name:
-                host["links"].append(link(node_link_name(gw), vni(gw, name), underlay[gw], underlay[name], assign[name],
-                                          assign[gw]))
-        # links towards every node (as a gateway host, active or standby)
-        if name in gateway_hosts:
-            for other in sorted(by_name):
-                if other != name:
-                    host["links"].append(link(gateway_link_name(other), vni(name, other), underlay[other],
-                                              underlay[name], assign[name], assign[other]))
+    for name in mesh.nodes:
+        links = mesh.links_of(name)
+        routes, rules, bypass = [], [], []
         if name == active_gateway:
-            for other in sorted(pods_by_node):
-                if other == name or other not in by_name:
-                    continue
-                for ip in sorted(pods_by_node[other], key=ipaddress.ip_address):
-                    host["routes"].append({"dst": "%s/32" % ip, "via": assign[other], "dev": gateway_link_name(other),
-                                           "onlink": True})
-            host["rules"] = [{"priority": TUNNEL_RULE_PRIORITY, "iif": t, "table": TABLE} for t in sorted(tunnel_interfaces)]
+            routes = _return_routes(name, by_name, pods_by_node, assign)
+            rules = [{"priority": TUNNEL_RULE_PRIORITY, "iif": t, "table": TABLE} for t in sorted(tunnel_interfaces)]
         elif active_gateway:
-            src = _pod_gateway_address(by_name[name])
-            for cidr in sorted(remote_cidrs):
-                route = {"dst": cidr, "via": assign[active_gateway], "dev": node_link_name(active_gateway), "onlink": True}
-                if src:
-                    route["src"] = src
-                host["routes"].append(route)
-            host["rules"] = [{"priority": NODE_RULE_PRIORITY, "to": cidr, "table": TABLE} for cidr in sorted(remote_cidrs)]
-        if masquerade_bypass and active_gateway and name != active_gateway:
-            host["bypass"] = [{"saddr": p, "daddr": cidr} for p in local_pod_cidrs for cidr in sorted(remote_cidrs)]
-        # The peers' internal addresses through their links, selected for that range only: without them
-        # reverse-path filtering (and ARP, which it also checks) refuses what comes over the overlay.
-        # Two gateway hosts are joined by two links (each is the other's node); the one in use is the active
-        # gateway's node-facing link on the active host, the link towards the active gateway elsewhere.
-        if host["links"]:
-            first = "lovn" if name == active_gateway else "lovg"
-            peers = {}
-            for l in sorted(host["links"], key=lambda x: not x["name"].startswith(first)):
-                peers.setdefault(l["peer"], l["name"])
-            for l in host["links"]:
-                del l["peer"]
-            host["routes"] = [{"dst": "%s/32" % ip, "dev": dev, "scope": "link"}
-                              for ip, dev in sorted(peers.items(), key=lambda kv: ipaddress.ip_address(kv[0]))] \
-                + host["routes"]
-            host["rules"] = [{"priority": INTERNAL_RULE_PRIORITY, "to": internal_cidr, "table": TABLE}] + host["rules"]
-        hosts[name] = host
-    return {"assign": assign, "annotate": annotate, "hosts": hosts, "active_gateway": active_gateway,
-            "gateway_hosts": gateway_hosts}
+            routes = _remote_routes(by_name[name], remote_cidrs, active_gateway, assign)
+            rules = [{"priority": NODE_RULE_PRIORITY, "to": cidr, "table": TABLE} for cidr in sorted(remote_cidrs)]
+            if masquerade_bypass:
+                bypass = [{"saddr": p, "daddr": cidr} for p in local_pod_cidrs for cidr in sorted(remote_cidrs)]
+        if links:
+            routes = _peer_routes(links, name == active_gateway) + routes
+            rules = [{"priority": INTERNAL_RULE_PRIORITY, "to": internal_cidr, "table": TABLE}] + rules
+        hosts[name] = HostPlan(assign[name], tuple(links), tuple(routes), tuple(rules), tuple(bypass),
+                               "gateway" if name == active_gateway else "node")
+    return OverlayPlan(assign, annotate, hosts, active_gateway, gateway_hosts)
 
 
 def _pod_gateway_address(node):

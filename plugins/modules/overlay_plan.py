@@ -165,7 +165,7 @@ def main():
             gateways, active = [], None
         result = plan(nodes, pods, gateways, active, remote, tunnels, net.get("internalCIDR") or "10.80.0.0/16",
                       p["link_type"], p["mtu"], p["masquerade_bypass"],
-                      [c for c in (net.get("podCIDR") or "").split(",") if c])
+                      [c for c in (net.get("podCIDR") or "").split(",") if c]).to_result()
         if result["annotate"] and not module.check_mode:
             for name, ip in result["annotate"].items():
                 kube.patch("Node", None, name, {"metadata": {"annotations": {INTERNAL_IP_ANNOTATION: ip}}})

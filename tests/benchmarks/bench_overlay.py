@@ -304,7 +304,7 @@ def measure_10k(lab_prefix: str) -> None:
                 remote_cidrs=["10.71.0.0/16"], tunnel_interfaces=[f"{lab_prefix}wg0"], internal_cidr="10.80.0.0/16",
                 local_pod_cidrs=["10.243.0.0/16"])
     t0 = time.monotonic()
-    planned = overlay_plan.plan(**args)
+    planned = overlay_plan.plan(**args).to_result()
     t_plan = time.monotonic() - t0
     gw = planned["hosts"]["s-node-1"]
     sym = [r for r in gw["routes"] if r["dst"].startswith("10.243.")]
@@ -323,7 +323,7 @@ def measure_10k(lab_prefix: str) -> None:
         first = routing.sync_route_table(gw["routes"], table=TABLE, netns=ns, want_lines=False)
         t_apply = time.monotonic() - t0
         t0 = time.monotonic()
-        planned2 = overlay_plan.plan(**args)
+        planned2 = overlay_plan.plan(**args).to_result()
         rerun = routing.sync_route_table(planned2["hosts"]["s-node-1"]["routes"], table=TABLE, netns=ns,
                                          want_lines=False)
         t_rerun = time.monotonic() - t0

@@ -42,7 +42,7 @@ def _pk(name, label, ns=NS, key="GExyYe7RJ3Lo5nQVa6K2Tp9zobXCvWmJawsLxu7hn10="):
 
 def _plan(gateway, pks=None, confs=None, siblings=None):
     return gw_mod.plan(gateway, [_conf()] if confs is None else confs, [_pk("peer", REMOTE)] if pks is None else pks,
-                       LOCAL, "192.0.2.10", namespace_gateways=siblings)
+                       LOCAL, "192.0.2.10", namespace_gateways=siblings).to_result()
 
 
 # ------------------------------------------------------------------------------------------ endpoint fields
@@ -320,7 +320,7 @@ def test_seed_example_public_keys_match_as_written():
         pk["metadata"]["namespace"] = "default"
         conf = {"metadata": {"name": "c", "namespace": "default", "labels": dict(gw["metadata"]["labels"])},
                 "spec": {"remote": {"cidr": {"pod": "10.243.0.0/16"}}}, "status": {"remote": {"cidr": {"pod": "10.71.0.0/16"}}}}
-        p = gw_mod.plan(gw, [conf], [pk], cluster, "10.42.3.54", namespace_gateways=[gw])
+        p = gw_mod.plan(gw, [conf], [pk], cluster, "10.42.3.54", namespace_gateways=[gw]).to_result()
         assert p["ready"] and p["peer"]["public_key"] == pk["spec"]["publicKey"], (gw["kind"], p["waiting"], p["error"])
 
 

@@ -33,7 +33,7 @@ def cluster(n_nodes, gateways):
              "status": {"podIP": f"10.243.{i}.9", "hostIP": f"172.30.0.{i + 2}", "phase": "Running"}}
             for i in range(n_nodes)]
     return P.plan(nodes, pods, gateways, gateways[0], ["10.72.0.0/16", "10.73.0.0/16"], ["liqo-tun0"],
-                  "10.80.0.0/16", "vxlan", 1450, True, ["10.243.0.0/16"])
+                  "10.80.0.0/16", "vxlan", 1450, True, ["10.243.0.0/16"]).to_result()
 
 
 @pytest.mark.parametrize("n_nodes, gateways", [(2, ["n0"]), (5, ["n0", "n1"]), (1, ["n0"])])

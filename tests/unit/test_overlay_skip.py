@@ -21,7 +21,7 @@ def cluster(n_nodes=4, pods_on=None, remote=("10.72.0.0/16",), tunnels=("liqo-tu
     for node, ip in extra_pods:
         pods.append({"spec": {"nodeName": node}, "status": {"podIP": ip, "hostIP": "x", "phase": "Running"}})
     result = P.plan(nodes, pods, ["n0"], "n0", list(remote), list(tunnels), "10.80.0.0/16", "vxlan", mtu, True,
-                    list(local))
+                    list(local)).to_result()
     return {name: P.host_digest(host) for name, host in result["hosts"].items()}
 
 
