@@ -1,5 +1,6 @@
 """Issue 2 acceptance: a lab leaves zero residue, a crashed one is cleaned, the CLI works.
 Issue 17 part 4: `lab-clean` removes only labs whose owner is gone; a live lab next to a dead one survives."""
+import contextlib
 import json
 import os
 import signal
@@ -164,11 +165,20 @@ def _free_lab_id() -> str:
             return lab_id
 
 
-def _start_holder(lab_id: str) -> subprocess.Popen:
+@contextlib.contextmanager
+def _holder(lab_id: str):
+    """A process that brings lab `lab_id` up and holds it; afterwards it is killed if still running, and whatever
+    of the lab the test left is removed."""
     proc = subprocess.Popen([sys.executable, "-c", _HOLDER, lab_id], cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert proc.stdout.readline().strip() == "starting", proc.stderr.read() if proc.poll() is not None else ""
-    return proc
+    try:
+        assert proc.stdout.readline().strip() == "starting", proc.stderr.read() if proc.poll() is not None else ""
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        cleanup.clean_prefix(names.lab_prefix(lab_id), cleanup.state_dir(lab_id))
 
 
 def _recorded_roles(lab_id: str) -> list[str]:
@@ -221,8 +231,7 @@ def test_sigterm_during_up_tears_the_lab_down(moment):
     lab down as an exception would, and nothing of it is left."""
     require_root()
     lab_id = _free_lab_id()
-    proc = _start_holder(lab_id)
-    try:
+    with _holder(lab_id) as proc:
         if moment == "up":
             assert proc.stdout.readline().strip() == "up", proc.stderr.read() if proc.poll() is not None else ""
         elif moment == "kube-apiserver started":
@@ -234,11 +243,6 @@ def test_sigterm_during_up_tears_the_lab_down(moment):
         assert proc.returncode != 0
         assert "LabInterrupted: SIGTERM while a lab was up" in err, err[-2000:]  # the teardown ran, as on an error
         assert _residue(lab_id) == {}
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        cleanup.clean_prefix(names.lab_prefix(lab_id), cleanup.state_dir(lab_id))
 
 
 def test_sigkilled_while_coming_up_then_lab_clean_removes_everything():
@@ -246,8 +250,7 @@ def test_sigkilled_while_coming_up_then_lab_clean_removes_everything():
     started, the state directory is there, and `python -m tests.lab clean` removes the lab entirely."""
     require_root()
     lab_id = _free_lab_id()
-    proc = _start_holder(lab_id)
-    try:
+    with _holder(lab_id) as proc:
         _wait_recorded(proc, lab_id, "a/kube-apiserver")
         _stop_holder(proc, signal.SIGKILL)
         assert proc.returncode == -signal.SIGKILL
@@ -257,11 +260,6 @@ def test_sigkilled_while_coming_up_then_lab_clean_removes_everything():
                              check=True, timeout=120).stdout
         assert "lab-clean: removed" in out
         assert _residue(lab_id) == {}
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        cleanup.clean_prefix(names.lab_prefix(lab_id), cleanup.state_dir(lab_id))
 
 
 def test_lab_clean_finds_processes_of_a_lab_whose_state_dir_is_gone():
