@@ -1,4 +1,4 @@
-"""Controller at scale (issue 20): the controller process (`python -m controller`, warm runner, inventory of the lab)
+"""Controller at scale: the controller process (`python -m controller`, warm runner, inventory of the lab)
 against two connected light-lab clusters, cluster a with LIQO_FABRIC_CTL_SCALE_NODES nodes (default 100), b with 2.
 
 1. 1,000 pods (10 per node of a; their network namespaces made beforehand) created at once in a's apiserver ->

@@ -1,4 +1,4 @@
-"""Drift repaired by the controller (issue 17.1): two lab clusters connected by `connect`, the controller run as
+"""Drift repaired by the controller: two lab clusters connected by `connect`, the controller run as
 its README says (default watches.yaml, shipped playbooks) with the default drift period (30 s;
 LIQO_BENCH_DRIFT_PERIOD overrides it), and each fault, one at a time, nobody running a playbook.
 

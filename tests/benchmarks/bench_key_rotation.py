@@ -1,4 +1,4 @@
-"""Key rotation under traffic (issue 21): on two connected lab clusters (one node, one pod each), three
+"""Key rotation under traffic: on two connected lab clusters (one node, one pod each), three
 `rotate_keys` runs, each under a 50 ms ping from A's pod to B's pod through the tunnel (the ping starts 1 s
 before and ends after the rotation): packets transmitted / received / lost, the longest RTT (the time the
 switched side's packets wait for the other side's handshake) and the rotation's wall time."""

@@ -1,8 +1,8 @@
-"""Scale (issue 20): the agentless path on two light-lab clusters of N nodes each (N = 10, 25, 50, 100; pods per node
+"""Scale: the agentless path on two light-lab clusters of N nodes each (N = 10, 25, 50, 100; pods per node
 LIQO_FABRIC_SCALE_PODS, default 3): lab up and down with its memory, connect, connect again with nothing changed,
 reconcile_overlay of one cluster, disconnect; then connect and disconnect again with a task per node
 (node_overlay_batch=false, the baseline of pending.yml's batch); each figure with its growth per added node (per
-cluster) between sizes, and the issue's targets at 100 nodes. `LIQO_FABRIC_SCALE_SIZES=10,25` measures fewer sizes.
+cluster) between sizes, and the targets at 100 nodes. `LIQO_FABRIC_SCALE_SIZES=10,25` measures fewer sizes.
 
 Every playbook is a real `ansible-playbook` run against the lab (netns nodes, real apiservers); reachability is
 checked by liqo.fabric.verify on the smallest size only (its cost grows with node pairs)."""
@@ -17,7 +17,7 @@ from tests.lab import Lab
 
 SIZES = [int(x) for x in os.environ.get("LIQO_FABRIC_SCALE_SIZES", "10,25,50,100").split(",") if x]
 PODS = int(os.environ.get("LIQO_FABRIC_SCALE_PODS", "3"))
-# the issue's targets on 2 x 100 nodes
+# the targets on 2 x 100 nodes
 TARGETS = {"connect": 30.0, "connect again (nothing changed)": 5.0, "disconnect": 15.0}
 
 

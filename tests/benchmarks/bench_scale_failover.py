@@ -1,4 +1,4 @@
-"""Failover at scale (issue 20): one `reconcile_gateway` run moves cluster a's tunnel to its other gateway host and
+"""Failover at scale: one `reconcile_gateway` run moves cluster a's tunnel to its other gateway host and
 re-points every node, on two light-lab clusters of N nodes (N = 50, 100; pods per node LIQO_FABRIC_SCALE_PODS,
 default 3). The nodes' overlay goes through `internal/overlay_nodes.yml`'s batch (the default) or a task per node
 (`node_overlay_batch=false`, the baseline), alternately in one lab, ROUNDS times each (LIQO_FABRIC_FAILOVER_ROUNDS,

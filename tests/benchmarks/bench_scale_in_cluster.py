@@ -1,4 +1,4 @@
-"""Scale of the in-cluster path (issue 20): what one node agent costs as the cluster grows.
+"""Scale of the in-cluster path: what one node agent costs as the cluster grows.
 
 In a cluster, each node agent (the DaemonSet's engine in node mode, playbooks/internal/node_agent.yml) applies its own
 node only: it watches its own Node (a field selector), the gateway pods, the gateways and the Configurations, never

@@ -1,4 +1,4 @@
-"""Issue 17 parts 2 and 3 on two lab clusters, the controller running with the default watches.yaml:
+"""Bad input and gateway deletion on two lab clusters, the controller running with the default watches.yaml:
 
 - bad input is refused before any write: connect's inputs (each wrong one named), two kubeconfigs of one
   cluster (refused by cluster id), a missing or malformed kubeconfig (one error), a GatewayServer whose

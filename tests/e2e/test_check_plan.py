@@ -1,4 +1,4 @@
-"""Issue 21, a plan of the whole fabric before it changes: `--check --diff` of connect, disconnect, reset and the
+"""A plan of the whole fabric before it changes: `--check --diff` of connect, disconnect, reset and the
 reconcile playbooks runs to the end on two lab clusters, shows per cluster and per host the API objects and the
 kernel state it would create, change or delete (never a key), and changes nothing. What carries one step's
 planned objects to the next is plugin_utils/check_plan.py. The tests run in order on one lab."""

@@ -1,4 +1,4 @@
-"""Issue 20: connect again with nothing changed runs no module on any node (the plan's digest per node is the one
+"""Connect again with nothing changed runs no module on any node (the plan's digest per node is the one
 recorded after its last apply); a changed input applies on exactly the nodes whose planned state it changes;
 a node whose kernel drifted under an unchanged plan is repaired by reconcile_overlay, or by connect with
 node_overlay_skip_unchanged=false. Tests run in order on one lab (2 x 3 light nodes)."""

@@ -1,4 +1,4 @@
-"""Issue 17.1: the controller repairs dataplane drift in production.
+"""The controller repairs dataplane drift in production.
 
 The drift checks against a real netns (no lab cluster), then two lab clusters connected by the agentless
 `connect`, the controller run as its README says (default controller/watches.yaml, shipped playbooks, the lab
@@ -223,7 +223,7 @@ def fault_kill_wireguard_go(lab):
 
 
 def fault_kill_health_probe(lab):
-    """Issue 21: the gateway host's live health probe process (its pid file stays behind, stale)."""
+    """Kills the gateway host's live health probe process (its pid file stays behind, stale)."""
     from ansible_collections.liqo.fabric.plugins.module_utils.health import daemon as phd  # pylint: disable=import-outside-toplevel
     spec = _gw(lab)[1]["health"][0]
     rec = phd.read_pidfile(spec["state_dir"], spec["interface"])
@@ -269,7 +269,7 @@ def fault_wrong_peer_endpoint(lab):
 
 def endpoint_roamed_back(lab):
     """The gateway's peer endpoint is the planned one again: the peer's packets (its live health probe sends one
-    a second, issue 21) arrive from the right address and WireGuard roams to it, before any drift check."""
+    a second) arrive from the right address and WireGuard roams to it, before any drift check."""
     from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.userspace import UserspaceBackend  # pylint: disable=import-outside-toplevel
     spec = _gw(lab)[1]["wireguard"][0]
     want = next(p for p in spec["peers"] if p.get("endpoint"))

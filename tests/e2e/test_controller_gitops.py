@@ -1,4 +1,4 @@
-"""Issue 7 acceptance, GitOps: the seeds' single-cluster YAML applied with kubectl to two lab clusters, the
+"""GitOps: the seeds' single-cluster YAML applied with kubectl to two lab clusters, the
 controller running, no playbook run by hand: both Connections end Connected and pods talk across."""
 import base64
 import json
@@ -106,7 +106,7 @@ spec:
                  what="the client's key Secret")
         # b gets the client's key labelled the seeds' way (b's own id: the cluster it is applied to), a gets the
         # server's key labelled Liqo's way (the owner's id): both match, and the controller re-runs the gateway
-        # of the namespace for either (issue 18)
+        # of the namespace for either
         apply_yaml(b, public_key(a, "wg-client-client", b.cluster_id))
         apply_yaml(a, public_key(b, "wg-server-server", b.cluster_id))
 
@@ -129,7 +129,7 @@ spec:
 
 
 def pod_created_without_its_ip(ctl, a):
-    """Issue 20: a Pod created without its IP (the lab, like a kubelet, writes the IP in a second call) is not a member
+    """A Pod created without its IP (the lab, like a kubelet, writes the IP in a second call) is not a member
     of the overlay key: its event starts no run (which would route nothing, and the IP's run would wait for it); the
     IP's event does, and the pod's /32 reaches a's active gateway host."""
     import ipaddress  # pylint: disable=import-outside-toplevel

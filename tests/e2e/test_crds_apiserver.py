@@ -1,8 +1,8 @@
-"""Issue 4 acceptance for the API: the CRDs on a real kube-apiserver (v1.20, tests.lab.apiserver).
+"""The API: the CRDs on a real kube-apiserver (v1.20, tests.lab.apiserver).
 
 CRDs become Established; every YAML example of the seeds applies verbatim with kubectl and reads back
 through v1beta1 (the storage version); invalid objects are rejected with 422; `kubectl get` prints
-the columns the seeds show. Issue 18: the conversion webhook (the lab apiserver's, `python -m controller
+the columns the seeds show. The conversion webhook (the lab apiserver's, `python -m controller
 --mode webhook`) converts between the versions: apply in one, read in the other, apply back, no diff; the
 webhook down, the apiserver's error names it and nothing is written; back, everything converges.
 """
@@ -227,7 +227,7 @@ def test_kubectl_get_prints_the_seed_columns(api):
     assert [r for r in wide if r[1] == "dry-paper"][0][5:7] == ["10.70.0.0/16", "10.72.0.0/16"], wide
 
 
-# ------------------------------------------------------------------ issue 18: Liqo-shaped gateways honoured
+# ------------------------------------------------------------------ Liqo-shaped gateways honoured
 LOCAL_ID, PEER_ID = "11111111-aaaa-4bbb-8ccc-000000000001", "22222222-aaaa-4bbb-8ccc-000000000002"
 
 
@@ -271,7 +271,7 @@ def _liqo_objects(raw_server, raw_client):
 
 
 def test_liqo_shaped_gateways_are_honoured(api):
-    """Issue 18: a Liqo-shaped GatewayServer/GatewayClient with secretRef (raw 32-byte keys), ports lists and
+    """A Liqo-shaped GatewayServer/GatewayClient with secretRef (raw 32-byte keys), ports lists and
     serviceLabels: the Service and Deployment rendered and applied carry them, the keys are the user's."""
     from ansible_collections.liqo.fabric.plugins.module_utils.gateway import api as gateway_api  # pylint: disable=import-outside-toplevel
     from ansible_collections.liqo.fabric.plugins.module_utils.gateway import incluster as gateway_incluster  # pylint: disable=import-outside-toplevel
@@ -340,7 +340,7 @@ def test_liqo_values_accepted_by_the_api_refused_by_the_gateway(api, kind, name,
 
 
 def test_liqo_configuration_with_list_cidrs_and_no_external_is_served(api):
-    """Issue 18: Liqo's v1beta1 Configuration (list CIDRs, spec.local too) and one without external are accepted;
+    """Liqo's v1beta1 Configuration (list CIDRs, spec.local too) and one without external are accepted;
     the IPAM reads both and writes the remapped CIDRs in v1beta1's shape (lists of one), read as strings in v1alpha1."""
     from ansible_collections.liqo.fabric.plugins.module_utils.ipam import store as ipam_store  # pylint: disable=import-outside-toplevel
     from ansible_collections.liqo.fabric.plugins.module_utils.kube.client import Kube  # pylint: disable=import-outside-toplevel
@@ -366,7 +366,7 @@ def test_liqo_configuration_with_list_cidrs_and_no_external_is_served(api):
     assert ["no-external", "10.244.0.0/16", "10.244.0.0/16"] == table[[r[0] for r in table].index("no-external")][:3]
 
 
-# ------------------------------------------------------------------ issue 18: the conversion webhook
+# ------------------------------------------------------------------ the conversion webhook
 
 
 def _get(api, kind, version, ns, name):

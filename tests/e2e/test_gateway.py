@@ -1,4 +1,4 @@
-"""Issue 5 acceptance: connect two lab clusters that both use 10.243.0.0/16 through WireGuard gateways with
+"""Connect two lab clusters that both use 10.243.0.0/16 through WireGuard gateways with
 1:1 NAT; Connections report it; bad keys and MTU mismatches report Error; disconnect and reset leave no
 residue; no private key ever shows. The tests run in order on one lab (each builds on the previous)."""
 import base64

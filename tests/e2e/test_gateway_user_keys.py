@@ -1,4 +1,4 @@
-"""Issue 18 (agentless, light lab): two gateways on the user's own keys (spec.secretRef: the server's Secret
+"""Agentless, light lab: two gateways on the user's own keys (spec.secretRef: the server's Secret
 holds the raw 32 bytes as Liqo stores them, the client's the base64 text), Liqo's single-element ports lists,
 serviceLabels, and the seeds' PublicKey labelling on one side reach Connected with pod traffic across; a
 missing Secret is an Error naming spec.secretRef; no private key shows in any output."""

@@ -1,4 +1,4 @@
-"""Issue 18 acceptance, GitOps in Liqo's shapes: the v1beta1 YAML committed under tests/e2e/data/liqo-v1beta1/
+"""GitOps in Liqo's shapes: the v1beta1 YAML committed under tests/e2e/data/liqo-v1beta1/
 (list CIDRs, the gateways' own keys as raw bytes behind spec.secretRef, ports/nodePorts lists, PublicKeys
 labelled with their owner's id) applied with kubectl to two lab clusters, the controller running, no playbook run
 by hand: both Connections end Connected on the user's keys and pods talk across. Every applied object reads in

@@ -1,4 +1,4 @@
-"""Issue 16: the fabric inside the cluster, installed with `kubectl apply -k deploy/` on real-node lab clusters
+"""The fabric inside the cluster, installed with `kubectl apply -k deploy/` on real-node lab clusters
 (kubelets, containerd, the project's image loaded in every node). Two clusters a and b, both pod CIDR
 10.243.0.0/16, 3 nodes each, one lab for the whole module (~1 min to come up); the last test removes the
 install with `kubectl delete -k deploy/ --ignore-not-found` and checks that nothing of it is left.
@@ -203,7 +203,7 @@ def test_an_mtu_mismatch_ends_in_error_with_the_reason(connected, installed):
 
 
 def test_live_peer_health_in_the_active_gateway_pods(connected, installed):
-    """Issue 21 in the cluster: the active gateway pod's probe thread. The server pod drops every packet of the
+    """Live peer health in the cluster: the active gateway pod's probe thread. The server pod drops every packet of the
     tunnel (a firewall on the path) -> a's Connection Error and its pod's liqo_peer_is_connected 0 within 10 s;
     the drop gone -> Connected within 10 s; the pod's WireGuard byte counters are exported with Liqo's labels."""
     tunnel_dropped_and_back(installed)
@@ -227,7 +227,7 @@ def test_tcp_crosses_the_pod_path_and_the_tunnel(connected, installed):
 
 
 def test_verify_reaches_remote_pods_through_clusterip_and_nodeport_services(connected, installed):
-    """Issue 21, liqo.fabric.verify -e services=true on real-node clusters: from a pod of each cluster, TCP through a
+    """liqo.fabric.verify -e services=true on real-node clusters: from a pod of each cluster, TCP through a
     ClusterIP and a NodePort Service of its own cluster whose only endpoint is a remote pod at its remapped address
     (as Liqo's reflection makes them): kube-proxy's DNAT (and masquerade, for the NodePort) in front of the fabric.
     The Services and Endpoints are gone after the run."""

@@ -1,4 +1,4 @@
-"""Issue 4 acceptance for the IPAM against the lab's real kube-apiservers.
+"""The IPAM against the lab's real kube-apiservers.
 
 Two lab clusters a and b, both with pod CIDR 10.243.0.0/16, go through the seeds' single-cluster flow:
 install on both, generate each side's Configuration and apply it on the other with kubectl, run
@@ -359,7 +359,7 @@ def test_errors_are_reported_on_the_configuration_and_allocate_nothing(lab, peer
 
 
 def test_pool_too_small_names_the_pool_the_size_and_the_configuration(lab, peered):
-    """Issue 17: a peer's valid /16 with only a /24 pool: the pool is at fault, not the Configuration."""
+    """A peer's valid /16 with only a /24 pool: the pool is at fault, not the Configuration."""
     a = lab["a"]
     k = kube(a)
     ensure_namespace(k, "err-pool")

@@ -1,4 +1,4 @@
-"""Issue 21, key rotation with overlap: liqo.fabric.rotate_keys on two connected lab clusters rotates both
+"""Key rotation with overlap: liqo.fabric.rotate_keys on two connected lab clusters rotates both
 gateways' WireGuard keys under a 50 ms ping without losing a packet; afterwards each Secret holds only its
 new key, both interfaces use the new keys, the old key no longer completes a handshake, and no private key
 shows in any output. The tests run in order on one lab."""

@@ -1,4 +1,4 @@
-"""Issue 2 acceptance: the lab brings up real, isolated clusters that match their API objects."""
+"""The lab brings up real, isolated clusters that match their API objects."""
 import json
 import os
 import shutil

@@ -1,5 +1,5 @@
-"""Issue 2 acceptance: a lab leaves zero residue, a crashed one is cleaned, the CLI works.
-Issue 17 part 4: `lab-clean` removes only labs whose owner is gone; a live lab next to a dead one survives."""
+"""A lab leaves zero residue, a crashed one is cleaned, the CLI works.
+`lab-clean` removes only labs whose owner is gone; a live lab next to a dead one survives."""
 import contextlib
 import json
 import os

@@ -1,4 +1,4 @@
-"""A node agent re-points its overlay link in process when the active gateway pod changes (issue 16's failover).
+"""A node agent re-points its overlay link in process when the active gateway pod changes (the gateway pods' failover).
 
 The real engine in node mode (`python -m controller --mode node`, the in-cluster watch map) runs in a light lab
 node's netns, reaching the lab's apiserver as a real node does (api_forward); the gateway's pods are API objects

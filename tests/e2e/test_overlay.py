@@ -1,4 +1,4 @@
-"""Issue 6 acceptance: every pod of A reaches every pod of B (both 10.243.0.0/16) at its remapped address
+"""Every pod of A reaches every pod of B (both 10.243.0.0/16) at its remapped address
 and back, through the overlay to the active gateway; MTU/MSS right; nodes and pods that come and go are
 followed; gateway failover; disconnect leaves nothing on any node. Tests run in order on one lab."""
 import json

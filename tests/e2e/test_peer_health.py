@@ -1,4 +1,4 @@
-"""Issue 21, live peer health on two connected lab clusters (agentless path): the gateway role leaves one
+"""Live peer health on two connected lab clusters (agentless path): the gateway role leaves one
 probe process per gateway on the gateway host. The remote gateway's tunnel goes down -> the local Connection
 is Error and liqo_peer_is_connected 0 within 10 s; it comes back -> Connected within 10 s; WireGuard's byte
 counters in the metrics rise with traffic; a rerun of connect leaves the processes alone; disconnect leaves no

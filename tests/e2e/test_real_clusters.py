@@ -1,4 +1,4 @@
-"""Issue 19 acceptance against lab kube-apiservers: kubeconfigs as real clusters hand them out (a client
+"""Against lab kube-apiservers: kubeconfigs as real clusters hand them out (a client
 certificate; an exec credential plugin) run `install` and `connect`; a cluster without Liqo's identity ConfigMap
 gets one from `install` (a UUID, never changed afterwards, and a friendly name); an unreachable apiserver and a
 missing or malformed kubeconfig fail with one message naming the URL, the kubeconfig and the context."""

@@ -1,4 +1,4 @@
-"""Issue 15 acceptance: real-node lab clusters (kubelet, containerd, CNI, kube-proxy, scheduler, controller
+"""Real-node lab clusters (kubelet, containerd, CNI, kube-proxy, scheduler, controller
 manager) run real pods. Two clusters a and b, both pod CIDR 10.243.0.0/16, 3 nodes each, one lab for the
 whole module (bringing it up costs ~1 min); test_zero_residue_after_down takes it down and checks that nothing
 is left; then a SIGKILLed lab is removed the way `make lab-clean` removes it."""

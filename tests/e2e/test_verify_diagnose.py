@@ -1,4 +1,4 @@
-"""Issue 21, liqo.fabric.verify, liqo.fabric.benchmark and liqo.fabric.diagnose on two connected lab clusters
+"""liqo.fabric.verify, liqo.fabric.benchmark and liqo.fabric.diagnose on two connected lab clusters
 (2 nodes x 2 pods each).
 
 verify: every node pair (one pod each; every pod pair with full=true) and every node that is not a gateway host

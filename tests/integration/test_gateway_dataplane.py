@@ -249,7 +249,7 @@ def test_a_host_already_right_is_left_as_it_was(pair):
 
 
 def test_a_key_rotation_switch_then_peer_replacement_reconnects(pair):
-    """Issue 21: the client switches to a new private key (no probe: the server cannot answer it yet), then
+    """Key rotation: the client switches to a new private key (no probe: the server cannot answer it yet), then
     the server replaces the peer: the new peer keeps the endpoint WireGuard learned for the old one, the
     server sends a datagram into the tunnel so it handshakes itself, and the tunnel is up with the new key."""
     assert build(pair, "server")["rc"] == 0

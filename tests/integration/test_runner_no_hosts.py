@@ -1,6 +1,6 @@
 """A run whose plays matched no hosts is a failure (reason NoHostsMatched), never "applied": the in-cluster
 controller without an inventory, or an inventory without the cluster's groups, would otherwise mark objects
-Ready with no dataplane at all (issue 16). Real ansible-playbook runs on localhost, no root needed."""
+Ready with no dataplane at all. Real ansible-playbook runs on localhost, no root needed."""
 import pytest
 
 from controller.runner import PlaybookRunner

@@ -1,4 +1,4 @@
-"""Issue 18: a running conversion webhook (controller/conversion.py) picks up a renewed serving certificate
+"""A running conversion webhook (controller/conversion.py) picks up a renewed serving certificate
 without a restart, over real TLS: the files rotated as a Secret volume does it (a `..data` symlink swapped to a
 new directory) and as plain files replaced in place; a new client connection verifies against the new CA. A new
 pair that does not load (a key of another certificate) keeps the previous one and logs a warning."""

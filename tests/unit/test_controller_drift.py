@@ -84,7 +84,7 @@ def test_period_overrides_apply_to_entries_that_have_one():
 
 
 def test_health_probe_process_alive_or_named(tmp_path):
-    """Issue 21: a gateway host's live probe process is part of what the gateway role declares; the drift check
+    """A gateway host's live probe process is part of what the gateway role declares; the drift check
     names one that is not running (no pid file, or a pid file of a dead or reused pid)."""
     target = {"kind": "gateway", "health": [{"state_dir": str(tmp_path), "interface": "lwg0"}]}
     assert drift.check_target(target) == ["host: the health probe process of lwg0 is not running"]

@@ -139,7 +139,7 @@ def test_shipped_watch_map_loads():
     assert gw.lock_key("a", {"metadata": {"name": "s"}}) == "a/gateway-host"
     assert [r.kind for r in gw.related] == ["PublicKey", "Configuration", "WgGatewayServerTemplate"]
     assert gw.drift.call is not None and gw.finalizer
-    assert gw.related[0].namespace and not gw.related[0].labels   # PublicKeys: either labelling (issue 18)
+    assert gw.related[0].namespace and not gw.related[0].labels   # PublicKeys: either labelling (the seeds' or Liqo's)
 
 
 def test_public_keys_of_the_namespace_relate_to_its_gateways_whatever_their_label():
@@ -289,7 +289,7 @@ def test_node_and_pod_caches_keep_only_the_fields_the_watch_map_reads():
     assert slim_transform(["metadata.annotations"])(pod)["metadata"]["annotations"] == pod["metadata"]["annotations"]
 
 
-# ------------------------------------------------------------------------------------------ members (issue 20)
+# ------------------------------------------------------------------------------------------ members (member_if)
 def test_member_if_parses_and_rejects_bad_conditions(tmp_path):
     (tmp_path / "p.yml").write_text("[]")
     (e,) = watchmap.parse([{"kind": "Pod", "playbook": "p.yml", "key": "{cluster}/o",

@@ -1,4 +1,4 @@
-"""Issue 21: the controller's choice of due key rotations (controller/key_rotation.py) over in-memory caches
+"""The controller's choice of due key rotations (controller/key_rotation.py) over in-memory caches
 and a real WorkQueue: only annotated, due gateways whose peer cluster the controller serves are enqueued,
 locked with their cluster's gateway host; a bad period is ignored."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One image, one engine, three modes (issue 16): the command line of each mode and the watch map's modes."""
+"""One image, one engine, three modes: the command line of each mode and the watch map's modes."""
 import pytest
 
 from controller import __main__ as cli

@@ -1,4 +1,4 @@
-"""Issue 18: the controller's conversion webhook (controller/conversion.py): ConversionReview v1 over HTTPS."""
+"""The controller's conversion webhook (controller/conversion.py): ConversionReview v1 over HTTPS."""
 import json
 import ssl
 import urllib.error

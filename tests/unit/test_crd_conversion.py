@@ -1,4 +1,4 @@
-"""Issue 18: the v1alpha1 <-> v1beta1 converter (plugins/module_utils/api/conversion.py).
+"""The v1alpha1 <-> v1beta1 converter (plugins/module_utils/api/conversion.py).
 
 Table-driven cases for every field that differs, the errors, and round-trip properties (hypothesis) over
 the seeds' v1alpha1 examples, Liqo-shaped v1beta1 examples and generated objects of both versions.

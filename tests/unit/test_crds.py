@@ -77,7 +77,7 @@ def test_one_file_per_kind_named_after_the_plural():
         assert names["singular"] == kind.lower() and names["listKind"] == kind + "List"
 
 
-# Kinds whose v1alpha1 (the seeds') and v1beta1 (Liqo's) shapes differ: converted by the webhook (issue 18).
+# Kinds whose v1alpha1 (the seeds') and v1beta1 (Liqo's) shapes differ: converted by the conversion webhook.
 CONVERTED = {"Configuration", "GatewayServer", "GatewayClient"}
 # What only v1beta1 has, per kind (the converter keeps it in an annotation of the v1alpha1 object).
 V1BETA1_ONLY = {

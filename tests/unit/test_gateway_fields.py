@@ -1,4 +1,4 @@
-"""Issue 18: every field of GatewayServer/GatewayClient is honoured or refused with a message naming it.
+"""Every field of GatewayServer/GatewayClient is honoured or refused with a message naming it.
 
 Tables of Liqo-shaped (v1beta1) and seed-shaped (v1alpha1) fields -> what the gateway plan makes of them:
 ports/nodePorts lists, serviceType, loadBalancerIP, serviceLabels/serviceAnnotations, the client protocol,

@@ -266,7 +266,7 @@ def test_release_missing_frees_deleted_configurations():
 
 
 def test_pools_shrunk_below_a_ledger_allocation_name_the_pool_for_its_configuration():
-    """Issue 17: a ledger holding a /16 remap loads with a /24 pool (no failure of the whole run, nothing of
+    """A ledger holding a /16 remap loads with a /24 pool (no failure of the whole run, nothing of
     another namespace lost); the Configuration needing the /16 is reported PoolTooSmall, naming the pool."""
     ipam = Ipam(**LOCAL)
     ipam.allocate_remote("other/peer", "10.243.0.0/16")

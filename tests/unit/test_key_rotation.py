@@ -1,4 +1,4 @@
-"""Issue 21, key rotation: the schedule of periodic rotation (period annotation, last rotation) and the
+"""Key rotation: the schedule of periodic rotation (period annotation, last rotation) and the
 endpoint a replaced WireGuard peer keeps."""
 import base64
 import datetime

@@ -1,4 +1,4 @@
-"""Issue 20: a rerun with nothing changed runs no per-node module. The digest of each node's planned overlay
+"""A rerun with nothing changed runs no per-node module. The digest of each node's planned overlay
 (overlay_plan.host_digest) against the record of the last apply: which hosts a run applies
 (overlay_plan.pending_hosts, filter liqo.fabric.node_overlay_pending) and which record it leaves
 (overlay_plan.record_after, filter liqo.fabric.node_overlay_record). A changed input must move the digest of
