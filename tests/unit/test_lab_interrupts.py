@@ -27,10 +27,18 @@ class FakeLab:
 """
 
 
+def _default_signals() -> None:
+    # a suite started in the background (`cmd &` without job control) inherits SIGINT ignored, and under nohup
+    # SIGHUP: the cases start from the dispositions of a foreground process
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
+
+
 def _run(body: str) -> subprocess.CompletedProcess:
     code = PRELUDE + textwrap.dedent(body)
     return subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60,
-                          check=False, env=dict(os.environ, PYTHONPATH=ROOT))
+                          check=False, env=dict(os.environ, PYTHONPATH=ROOT),
+                          preexec_fn=_default_signals)  # pylint: disable=subprocess-popen-preexec-fn
 
 
 def test_signal_while_up_raises_once_then_handlers_come_back():
