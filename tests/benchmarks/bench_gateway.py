@@ -235,13 +235,13 @@ def run():
               + "; by hand " + ", ".join(f"{v:.0f}" for v in hand)
               + "; fabric tunnel node-node " + ", ".join(f"{v:.0f}" for v in bare))
         m_ours, m_hand, m_bare = statistics.median(ours), statistics.median(hand), statistics.median(bare)
-        # the issue's figure: gateway to gateway through the fabric's tunnel against the hand-built one
+        # the headline figure: gateway to gateway through the fabric's tunnel against the hand-built one
         figure(f"baseline: tunnel by hand (wireguard-go, wg, ip; MTU {MTU}), node A -> node B", m_hand, "Mbit/s")
         figure("fabric tunnel, gateway node A -> gateway node B (transit address)", m_bare, "Mbit/s")
         ratio("gateway to gateway: fabric / by hand throughput", m_bare, m_hand, target=0.95, higher_is_better=True)
         # runs alternate, so each pair saw the same load: the median of the pairs' ratios is the steadier figure
         figure("  median of per-pair ratios", statistics.median(b / h for b, h in zip(bare, hand)), "x")
-        # beyond the issue: the whole pod path (pod veth, 1:1 NAT, marks) on top of the tunnel
+        # and the whole pod path (pod veth, 1:1 NAT, marks) on top of the tunnel
         figure(f"TCP through the fabric, pod A -> pod B remapped, median of {RUNS} x {SECONDS} s",
                m_ours, "Mbit/s")
         ratio("pod path through the fabric / hand-built tunnel node to node", m_ours, m_hand)
