@@ -1,29 +1,59 @@
 """Lab clusters for end-to-end tests (real kube-apiserver + etcd, netns nodes and pods)."""
+import os
+
 import pytest
 
 from ansible_collections.liqo.fabric.plugins.plugin_utils import speed
 from tests.conftest import require_root
+from tests.e2e import real_nodes
 from tests.lab import Lab
 
-# The kubelet-lab modules (containerd, real pods: the heaviest); tests/lab takes one real-node lab at a time per host.
-KUBELET_LAB_FIRST, KUBELET_LAB_LAST = "test_in_cluster.py", "test_real_lab.py"
+# the real-node scope's name for the scheduler below
+REAL_NODE_SCOPE = "tests/e2e/real_nodes.py (shared lab)"
 
 
 def pytest_collection_modifyitems(items):
-    """The e2e group runs in two workers (hack/run-tests.sh: pytest-xdist, --dist loadfile, a module per worker so
-    its module-scoped lab is made once, handed out in this order). test_in_cluster, the longest module, goes first;
-    test_real_lab goes last, so the other worker reaches it only after the light-lab modules, by when the first
-    kubelet lab is down (were it still up, the second would wait for it: Lab._lock_real_nodes).
-    With the speed paths off in the environment both skip: their fabric runs in the image's pods, whose pinned
+    """The e2e group runs in two workers (hack/run-tests.sh: pytest-xdist, --dist loadfile, handed out in this
+    order). The kubelet-lab modules (real_nodes.MODULES, the heaviest) go first, one after the other: they share
+    one real-node lab on one worker (pytest_xdist_make_scheduler below).
+    With the speed paths off in the environment they skip: their fabric runs in the image's pods, whose pinned
     ansible-core keeps the speed paths on whatever this process's environment says, so they would repeat the e2e
     group's run."""
     plain = speed.switched_off()
     for item in items:
-        if plain and item.path.name in (KUBELET_LAB_FIRST, KUBELET_LAB_LAST):
+        if plain and item.path.name in real_nodes.MODULES:
             item.add_marker(pytest.mark.skip(reason=f"{plain}: a kubelet-lab module; its fabric runs in the image's pods "
                                                     "(pinned ansible-core, speed paths on), as in the e2e group"))
-    order = {KUBELET_LAB_FIRST: 0, KUBELET_LAB_LAST: 2}
-    items.sort(key=lambda item: order.get(item.path.name, 1))  # stable: each module keeps its order
+    order = {name: i for i, name in enumerate(real_nodes.MODULES)}
+    items.sort(key=lambda item: order.get(item.path.name, len(order)))  # stable: each module keeps its order
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: absent when the run has no workers
+def pytest_xdist_make_scheduler(config, log):
+    """--dist loadfile with the kubelet-lab modules as one unit of work, so that one worker runs them back to back
+    on their shared lab."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling  # pylint: disable=import-outside-toplevel
+
+    class SharedRealNodeLab(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = super()._split_scope(nodeid)
+            return REAL_NODE_SCOPE if os.path.basename(path) in real_nodes.MODULES else path
+
+    return SharedRealNodeLab(config, log)
+
+
+@pytest.fixture(scope="session")
+def real_node_lab():
+    """The kubelet-lab modules' shared lab (tests/e2e/real_nodes.py): each module takes it with get() and gives it
+    back with release(request); down at the latest when the worker's session ends."""
+    require_root()
+    shared = real_nodes.SharedLab()
+    try:
+        yield shared
+    finally:
+        shared.down()
 
 
 @pytest.fixture(scope="module")

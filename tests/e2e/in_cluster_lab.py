@@ -2,8 +2,9 @@
 (kubelets, containerd, the project's image loaded in every node), both pod CIDR 10.243.0.0/16, 3 nodes each, and
 connected by the seeds' "manual on single cluster" flow with kubectl alone (b the server, a the client).
 
-tests/e2e/test_in_cluster.py asserts on it, tests/benchmarks/bench_in_cluster.py measures it: both build it with
-real_node_lab(), install() and connect(), and run the scenarios below. A scenario asserts what it needs to go on
+tests/e2e/test_in_cluster.py asserts on it (on the lab it shares with test_real_lab: tests/e2e/real_nodes.py),
+tests/benchmarks/bench_in_cluster.py measures it (on a real_node_lab() of its own): both install() and connect(), and
+run the scenarios below. A scenario asserts what it needs to go on
 (the faults repaired, traffic back) and writes the times it took into `figures` when given one: the benchmark
 prints them, the tests pass none.
 """
@@ -24,10 +25,10 @@ import yaml
 
 from tests.conftest import ROOT
 from tests.e2e.fabric import wait_for
-from tests.e2e.test_real_lab import kubectl, kubectl_binary
-from tests.lab import Lab, netns
-from tests.lab.images import images, tiny_image
-from tests.lab.imagestore import seed_root
+from tests.e2e import real_nodes
+from tests.e2e.real_nodes import kubectl, kubectl_binary
+from tests.lab import netns
+from tests.lab.images import tiny_image
 from tests.lab.loadbalancer import LabLoadBalancer
 
 DEPLOY = os.path.join(ROOT, "deploy")
@@ -119,25 +120,11 @@ def cluster_id(cluster) -> str:
     return get_json(cluster, "configmap", "-n", "liqo", "liqo-clusterid-configmap")["data"]["CLUSTER_ID"]
 
 
-def gateway_hosts_on_the_wan(cluster) -> None:
-    """What a cloud gives a gateway host and the lab does not: its public (WAN) address where a remote reaches it
-    (the node annotation the fabric reads, as it would read an ExternalIP) and the NAT of pod traffic leaving
-    through that WAN (a CNI's ipMasq): the lab's nodes reach the WAN only from gateway hosts."""
-    for node in cluster.gateway_nodes:
-        kubectl(cluster, "annotate", "node", node.name, f"liqo.io/gateway-address={node.wan_ip.split('/')[0]}", "--overwrite")
-        netns.run(["ip", "netns", "exec", node.netns, "iptables-nft", "-t", "nat", "-A", "POSTROUTING", "-s",
-                   cluster.pod_cidr, "-o", "wan0", "-j", "MASQUERADE"])
-
-
 @contextlib.contextmanager
 def real_node_lab():
-    """The two clusters up (~1 min; a real-node lab waits for any other on the host), gateway hosts on the WAN."""
-    seed_root(images())  # the images of this work tree, in the containerd root every node starts from
-    lab = Lab([{"name": "a"}, {"name": "b"}], pod_cidr="10.243.0.0/16", nodes=3, real_nodes=True)
-    lab.up()
+    """A lab of its own (tests/e2e/real_nodes.py), for a run outside the suite's shared one."""
+    lab = real_nodes.bring_up(real_nodes.new_lab())
     try:
-        for c in lab.clusters.values():
-            gateway_hosts_on_the_wan(c)
         yield lab
     finally:
         lab.down()

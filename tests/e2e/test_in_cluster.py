@@ -1,7 +1,7 @@
 """The fabric inside the cluster, installed with `kubectl apply -k deploy/` on real-node lab clusters
 (kubelets, containerd, the project's image loaded in every node). Two clusters a and b, both pod CIDR
-10.243.0.0/16, 3 nodes each, one lab for the whole module (~1 min to come up); the last test removes the
-install with `kubectl delete -k deploy/ --ignore-not-found` and checks that nothing of it is left.
+10.243.0.0/16, 3 nodes each: the lab test_real_lab takes over after this module (tests/e2e/real_nodes.py); the last
+test removes the install with `kubectl delete -k deploy/ --ignore-not-found` and checks that nothing of it is left.
 
 What runs here is the image built by `make image` from this work tree: the controller Deployment (2 replicas,
 one holding the Lease), the node-agent DaemonSet, the bootstrap init container, all with their own
@@ -18,9 +18,8 @@ import re
 import pytest
 import yaml
 
-from tests.conftest import require_root
 from tests.e2e.fabric import wait_for
-from tests.e2e.test_real_lab import kubectl
+from tests.e2e.real_nodes import kubectl
 from tests.lab import netns
 from tests.lab.images import fabric_image
 
@@ -30,7 +29,7 @@ from tests.e2e.in_cluster_lab import (  # noqa: E402  pylint: disable=wrong-impo
     DEPLOY, acting_controller, active_gateway, cluster_id, condition, connect, drift_injected_and_repaired,
     failover_to_the_standby, get_json, idle, install, iperf_paths, iperf_run, load_balancer_switch, mtu_mismatch_and_back,
     node_added_and_removed, node_agent_replaced_under_ping, pod_memory, pods, probe_every_pod_pair, ready_pods,
-    real_node_lab, tunnel_dropped_and_back, verify_rows, verify_services, wrong_public_key_and_back)
+    tunnel_dropped_and_back, verify_rows, verify_services, wrong_public_key_and_back)
 
 SA_CONTROLLER = "system:serviceaccount:liqo:liqo-fabric-controller"
 SA_AGENT = "system:serviceaccount:liqo:liqo-fabric-node-agent"
@@ -62,10 +61,9 @@ def controller_logs(cluster) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def lab():
-    require_root()
-    with real_node_lab() as lab_:
-        yield lab_
+def lab(real_node_lab, request):
+    yield real_node_lab.get()
+    real_node_lab.release(request)
 
 
 @pytest.fixture(scope="module")

@@ -1,37 +1,21 @@
 """Real-node lab clusters (kubelet, containerd, CNI, kube-proxy, scheduler, controller
-manager) run real pods. Two clusters a and b, both pod CIDR 10.243.0.0/16, 3 nodes each, one lab for the
-whole module (bringing it up costs ~1 min); test_zero_residue_after_down takes it down and checks that nothing
-is left; then a SIGKILLed lab is removed the way `make lab-clean` removes it."""
+manager) run real pods. Two clusters a and b, both pod CIDR 10.243.0.0/16, 3 nodes each: the lab test_in_cluster
+used before this module (tests/e2e/real_nodes.py); test_zero_residue_after_down takes it down and checks that
+nothing is left; then a SIGKILLed lab is removed the way `make lab-clean` removes it."""
 from __future__ import annotations
 
 import glob
 import json
 import os
-import shutil
 import subprocess
 
 import pytest
 import yaml
 
-from tests.conftest import require_root
 from tests.e2e.fabric import wait_for
-from tests.lab import Lab, cleanup, netns
-from tests.lab.apiserver import kube_bin_dir
-from tests.lab.images import fabric_image, images, tiny_image
-from tests.lab.imagestore import seed_root
-
-
-def kubectl_binary() -> str:
-    """$KUBECTL, the installed kubectl, else the one hack/build-kube-apiserver.sh builds with the cluster."""
-    return os.environ.get("KUBECTL") or shutil.which("kubectl") or os.path.join(kube_bin_dir(), "kubectl")
-
-
-def kubectl(cluster, *args, check=True, input=None, timeout=60) -> subprocess.CompletedProcess:
-    proc = subprocess.run([kubectl_binary(), "--kubeconfig", cluster.kubeconfig, *args], input=input, capture_output=True,
-                          text=True, timeout=timeout, check=False)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"kubectl {' '.join(args)}: {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
-    return proc
+from tests.e2e.real_nodes import kubectl, residue
+from tests.lab import cleanup, netns
+from tests.lab.images import fabric_image, tiny_image
 
 
 def workloads() -> list[dict]:
@@ -72,50 +56,21 @@ def http_get_from(cluster, pod, address: str, port: int) -> str:
                    f'printf "GET / HTTP/1.0\\r\\n\\r\\n" | nc -w 3 {address} {port}', check=False).stdout
 
 
-def residue(lab) -> dict:
-    """Everything of this lab that could outlive it, outside what it removes by name."""
-    def entries(path):
-        return sorted(os.listdir(path)) if os.path.isdir(path) else []
-    procs = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        cmd = cleanup._cmdline(int(pid))  # pylint: disable=protected-access
-        if lab.workdir in cmd or lab.prefix in cmd:
-            procs.append(cmd[:120])
-    with open("/proc/self/mountinfo", encoding="utf-8") as f:
-        mounts = [line.split()[4] for line in f if lab.prefix in line]
-    return {
-        "processes": sorted(procs), "mounts": sorted(mounts),
-        "netns": [n for n in netns.list_netns() if n.startswith(lab.prefix)],
-        "cgroups": sorted(g for g in glob.glob("/sys/fs/cgroup/*/*") if os.path.basename(g).startswith(lab.prefix)),
-        "shim_sockets": entries("/run/containerd/s"), "cni_cache": entries("/var/lib/cni/results"),
-        "pod_logs": entries("/var/log/pods"), "container_logs": entries("/var/log/containers"),
-        "dirs": [d for d in (lab.workdir, os.path.join(cleanup.DISK_ROOT, lab.prefix)) if os.path.exists(d)],
-    }
-
-
-BEFORE: dict = {}
-
-
 @pytest.fixture(scope="module")
-def real_lab():
-    require_root()
-    seed_root(images())  # build (or find cached) the images and the containerd root holding them
-    lab = Lab([{"name": "a"}, {"name": "b"}], pod_cidr="10.243.0.0/16", nodes=3, real_nodes=True)
-    BEFORE.update(residue(lab))
-    BEFORE["pod_logs_host"] = sorted(os.listdir("/var/log/pods")) if os.path.isdir("/var/log/pods") else []
-    lab.up()
-    try:
-        manifest = yaml.safe_dump_all(workloads())
-        for c in lab.clusters.values():
-            kubectl(c, "apply", "-f", "-", input=manifest)
-        for c in lab.clusters.values():
-            wait_for(lambda c=c: len(running_pods(c, "web")) == 2 and len(running_pods(c, "probe")) == 3, timeout=90,
-                     what=f"{c.name}: 2 web pods and 3 probe pods Running")
-            wait_for(lambda c=c: c.kube.core.read_namespaced_endpoints(
-                "web", "default").subsets, timeout=30, what=f"{c.name}: web endpoints")
-        yield lab
-    finally:
-        lab.down()
+def real_lab(real_node_lab, request):
+    """The shared real-node lab (after test_in_cluster, whose last test removed the fabric) with this module's
+    workloads."""
+    lab = real_node_lab.get()
+    manifest = yaml.safe_dump_all(workloads())
+    for c in lab.clusters.values():
+        kubectl(c, "apply", "-f", "-", input=manifest)
+    for c in lab.clusters.values():
+        wait_for(lambda c=c: len(running_pods(c, "web")) == 2 and len(running_pods(c, "probe")) == len(c.nodes),
+                 timeout=90, what=f"{c.name}: 2 web pods and a probe pod per node Running")
+        wait_for(lambda c=c: c.kube.core.read_namespaced_endpoints(
+            "web", "default").subsets, timeout=30, what=f"{c.name}: web endpoints")
+    yield lab
+    real_node_lab.release(request)
 
 
 def test_nodes_registered_by_their_kubelets_and_ready(real_lab):
@@ -258,16 +213,17 @@ def test_a_node_joins_and_leaves_at_run_time(real_lab):
     assert not [g for g in glob.glob("/sys/fs/cgroup/*/*") if os.path.basename(g) == plan.netns]
 
 
-def test_zero_residue_after_down(real_lab):
-    """Takes the module's lab down and compares with what was there before it came up."""
+def test_zero_residue_after_down(real_lab, real_node_lab):
+    """Takes the shared lab down and compares with what was there before it came up."""
+    before = real_node_lab.before
     assert residue(real_lab)["processes"]  # sanity: the snapshot sees the lab while it runs
-    real_lab.down()
+    real_node_lab.down()
     after = residue(real_lab)
     for key in ("processes", "mounts", "netns", "cgroups", "dirs"):
         assert after[key] == [], (key, after[key])
     for key in ("shim_sockets", "cni_cache", "container_logs"):
-        assert set(after[key]) <= set(BEFORE[key]), (key, sorted(set(after[key]) - set(BEFORE[key])))
-    assert set(after["pod_logs"]) <= set(BEFORE["pod_logs_host"])
+        assert set(after[key]) <= set(before[key]), (key, sorted(set(after[key]) - set(before[key])))
+    assert set(after["pod_logs"]) <= set(before["pod_logs_host"])
 
 
 VICTIM = """
@@ -286,14 +242,16 @@ time.sleep(3600)
 """
 
 
-def test_a_sigkilled_real_lab_is_removed_by_lab_clean(real_lab):
+def test_a_sigkilled_real_lab_is_removed_by_lab_clean(real_lab, real_node_lab):
     """After the module's lab: a lab whose owner was SIGKILLed with a pod running counts as dead for
     `make lab-clean` (cleanup.plan_clean), and removing it by its prefix (what lab-clean does for each dead
     lab) leaves nothing: containers, shims, mounts, cgroups, netns, state and image dirs."""
     import signal  # pylint: disable=import-outside-toplevel
     import sys  # pylint: disable=import-outside-toplevel
     import types  # pylint: disable=import-outside-toplevel
-    del real_lab  # only for the order: it is down by now
+    del real_lab  # only for the order: the shared lab is down by now (a real-node lab at a time per host)
+    real_node_lab.down()
+    before = real_node_lab.before
     proc = subprocess.Popen([sys.executable, "-c", VICTIM], stdout=subprocess.PIPE, text=True,  # pylint: disable=consider-using-with
                             env={**os.environ, "PYTHONPATH": os.getcwd()})
     line = proc.stdout.readline().split()
@@ -316,4 +274,4 @@ def test_a_sigkilled_real_lab_is_removed_by_lab_clean(real_lab):
     after = residue(victim)
     for key in ("processes", "mounts", "netns", "cgroups", "dirs"):
         assert after[key] == [], (key, after[key])
-    assert set(after["shim_sockets"]) <= set(BEFORE["shim_sockets"])
+    assert set(after["shim_sockets"]) <= set(before["shim_sockets"])

@@ -226,15 +226,36 @@ def _e2e_pytest(*args, **env):
 
 
 def test_e2e_kubelet_lab_modules_go_first_and_skip_with_the_speed_paths_off():
-    """tests/e2e/conftest.py: test_in_cluster leads the collection and test_real_lab ends it (the parallel workers
-    take modules in that order); with LIQO_FABRIC_SPEED_PATHS=off they skip, saying why (their pods run the image's
-    own ansible-core)."""
+    """tests/e2e/conftest.py: test_in_cluster then test_real_lab lead the collection, back to back (they share one
+    real-node lab; the parallel workers take modules in that order); with LIQO_FABRIC_SPEED_PATHS=off they skip,
+    saying why (their pods run the image's own ansible-core)."""
     proc = _e2e_pytest("--collect-only", "tests/e2e")
     ids = [line for line in proc.stdout.splitlines() if "::" in line]
     modules = list(dict.fromkeys(i.split("::")[0] for i in ids))
-    assert modules[0] == "tests/e2e/test_in_cluster.py" and modules[-1] == "tests/e2e/test_real_lab.py", modules
+    assert modules[:2] == ["tests/e2e/test_in_cluster.py", "tests/e2e/test_real_lab.py"], modules
     assert len(modules) > 10
     proc = _e2e_pytest("-rs", "tests/e2e/test_real_lab.py", **{switch.ENV: "off"})
     assert proc.returncode == 0, proc.stdout[-2000:]
     assert "LIQO_FABRIC_SPEED_PATHS=off: a kubelet-lab module" in proc.stdout
     assert " passed" not in proc.stdout and " skipped" in proc.stdout, proc.stdout[-2000:]
+
+
+def test_e2e_kubelet_lab_modules_are_one_unit_of_work_for_the_workers(pytestconfig):
+    """tests/e2e/conftest.py's scheduler: --dist loadfile, except that the modules sharing the real-node lab are one
+    unit, so one worker runs them back to back on that lab."""
+    from tests.e2e import conftest as e2e  # pylint: disable=import-outside-toplevel
+
+    class LoadFile:  # the run's configuration, as under `-n 2 --dist loadfile`
+        def __getattr__(self, name):
+            return getattr(pytestconfig, name)
+
+        def getoption(self, name, *default):
+            return "loadfile" if name == "dist" else pytestconfig.getoption(name, *default)
+
+        def getvalue(self, name):
+            return ["2*popen"] if name == "tx" else pytestconfig.getvalue(name)
+
+    scope = e2e.pytest_xdist_make_scheduler(LoadFile(), None)._split_scope  # pylint: disable=protected-access
+    assert scope("tests/e2e/test_in_cluster.py::test_a") == scope("tests/e2e/test_real_lab.py::test_b")
+    assert scope("tests/e2e/test_gateway.py::test_a") == "tests/e2e/test_gateway.py"
+    assert scope("tests/e2e/test_gateway.py::test_a") != scope("tests/e2e/test_in_cluster.py::test_a")
