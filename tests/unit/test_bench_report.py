@@ -1,0 +1,106 @@
+"""`python -m tests.benchmarks` leaves one markdown report of its run: the real main() over a made-up package of two
+benches, one printing figures and a ratio, one raising. The printed lines stay what report.py always printed."""
+import re
+import sys
+import textwrap
+
+import pytest
+
+from tests.benchmarks import __main__ as bench_main
+from tests.benchmarks import report
+
+PACKAGE = "liqo_fabric_fake_benches"
+
+FIGURES = """
+from tests.benchmarks.report import figure, ratio
+
+
+def run():
+    figure("fake apply | one call", 0.25, "s", target=0.5)
+    figure("fake throughput", 900, "Mbit/s", target=1400, lower_is_better=False)
+    ratio("fake ours / baseline", 3.0, 2.0, target=1.2)
+"""
+
+RAISES = """
+from tests.benchmarks.report import figure
+
+
+def run():
+    figure("fake before the failure", 1.5, "ms")
+    raise RuntimeError("the fake lab did not come up\\nits apiserver exited 1")
+"""
+
+
+def printed(name, value, unit, verdict=""):
+    """A figure line as report.py printed it before the report existed (the format a change must keep)."""
+    return f"  {name:<58} {value:>12.3f} {unit}" + (f"   target {verdict}" if verdict else "")
+
+
+@pytest.fixture(name="benches")
+def fixture_benches(tmp_path, monkeypatch):
+    pkg = tmp_path / PACKAGE
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "bench_zz_fake.py").write_text(textwrap.dedent(FIGURES))
+    (pkg / "bench_zz_raises.py").write_text(textwrap.dedent(RAISES))
+    (pkg / "helpers.py").write_text("raise AssertionError('not a bench: never imported')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "reports" / "bench.md"
+    monkeypatch.setenv("LIQO_FABRIC_BENCH_REPORT", str(out))
+    yield out
+    for mod in [m for m in sys.modules if m == PACKAGE or m.startswith(PACKAGE + ".")]:
+        del sys.modules[mod]
+    report.ROWS.clear()
+
+
+def test_report_of_a_whole_run(benches, capsys):
+    assert bench_main.main(["tests.benchmarks"], package=PACKAGE) == 1
+    stdout = capsys.readouterr().out.splitlines()
+    assert stdout[:5] == ["", "=== bench_zz_fake",
+                          printed("fake apply | one call", 0.25, "s", "< 0.5 s: met"),
+                          printed("fake throughput", 900, "Mbit/s", ">= 1400 Mbit/s: MISSED"),
+                          printed("fake ours / baseline", 1.5, "x", "<= 1.2: MISSED")]
+    assert re.fullmatch(r"--- bench_zz_fake: \d+\.\d s", stdout[5])
+    assert stdout[6:9] == ["", "=== bench_zz_raises", printed("fake before the failure", 1.5, "ms")]
+    assert re.fullmatch(r"--- bench_zz_raises: \d+\.\d s", stdout[9])
+    assert stdout[10:] == ["", f"report: {benches}"]
+
+    text = benches.read_text()
+    assert re.search(r"^# `make bench` of \d{4}-\d\d-\d\d \d\d:\d\d UTC$", text, re.M)
+    assert re.search(r"^- started: \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$", text, re.M)
+    assert re.search(r"^- duration: \d+\.\d s \(\d+\.\d min\)$", text, re.M)
+    assert "- benches: bench_zz_fake, bench_zz_raises (all)\n" in text
+    assert "- failed: bench_zz_raises\n" in text
+    for label in ("CPUs", "memory", "kernel", "distribution", "Python", "ansible-core", "wireguard-go", "kernel modules"):
+        assert re.search(rf"^- {label}: \S", text, re.M), label
+    assert re.search(r"^- CPUs: \d+ x ", text, re.M)
+    assert re.search(rf"^- Python: {sys.version_info.major}\.{sys.version_info.minor}\.", text, re.M)
+
+    fake = re.search(r"^## bench_zz_fake \(\d+\.\d s\)\n\n(.*?)(?=\n## |\Z)", text, re.M | re.S)
+    assert fake, text
+    assert fake.group(1).splitlines() == [
+        "| figure | value | unit | target |",
+        "|---|---:|---|---|",
+        "| fake apply \\| one call | 0.250 | s | < 0.5 s: met |",
+        "| fake throughput | 900.000 | Mbit/s | >= 1400 Mbit/s: MISSED |",
+        "| fake ours / baseline | 1.500 | x | <= 1.2: MISSED |",
+    ]
+    failed = re.search(r"^## bench_zz_raises \(\d+\.\d s\): FAILED with RuntimeError: its apiserver exited 1\n\n(.*)\Z",
+                       text, re.M | re.S)
+    assert failed, text
+    assert failed.group(1).splitlines()[2:] == ["| fake before the failure | 1.500 | ms |  |"]
+
+
+def test_named_benches_only_and_the_header_says_so(benches, capsys):
+    assert bench_main.main(["tests.benchmarks", "zz_fake"], package=PACKAGE) == 0
+    assert "=== bench_zz_raises" not in capsys.readouterr().out
+    text = benches.read_text()
+    assert "- benches: bench_zz_fake (asked for: zz_fake)\n" in text
+    assert "- failed:" not in text and "## bench_zz_raises" not in text and "## bench_zz_fake (" in text
+
+
+def test_a_figure_outside_a_run_is_only_printed(capsys):
+    report.ROWS.clear()
+    report.figure("alone", 1.0, "s")
+    assert capsys.readouterr().out == printed("alone", 1.0, "s") + "\n"
+    assert not report.ROWS
