@@ -1,5 +1,5 @@
 """Key rotation with overlap: liqo.fabric.rotate_keys on two connected lab clusters rotates both
-gateways' WireGuard keys under a 50 ms ping without losing a packet; afterwards each Secret holds only its
+gateways' WireGuard keys under a fast ping without losing a packet; afterwards each Secret holds only its
 new key, both interfaces use the new keys, the old key no longer completes a handshake, and no private key
 shows in any output. The tests run in order on one lab."""
 import base64
@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+from ansible_collections.liqo.fabric.plugins.plugin_utils import speed
 from tests.e2e import fabric
 from tests.e2e.fabric import get, kubectl, playbook, translate
 from tests.lab import netns
@@ -22,6 +23,14 @@ pytestmark = pytest.mark.skipif(not shutil.which("kubectl"), reason="kubectl is 
 OUTPUTS = []
 OLD = {}       # cluster name -> {"private": ..., "public": ...} before the rotation
 PING_SECONDS = 40
+
+
+def ping_interval() -> float:
+    """50 ms; 100 ms with the speed paths off. What X sends between its switch and Y's adopt waits in X's WireGuard
+    staging queue, 128 packets (docs/key-rotation.md): 6.4 s of a 50 ms ping. The ordinary path's cold role run on a
+    loaded host can take longer, so its ping is slower, which still shows any session restart the probes' hold
+    should have prevented (that drops the whole queue and the old session)."""
+    return 0.1 if speed.off_reason() else 0.05
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +87,21 @@ def test_check_mode_plans_the_rotation_and_changes_nothing(lab):
     assert "(set)" in out
 
 
-def test_rotation_under_a_50ms_ping_loses_nothing(lab):
+def ping_losses(out: str, count: int) -> str:
+    """The sequence numbers without a reply, as ranges, and the longest round trip (how long packets waited)."""
+    replies = {int(seq): float(ms) for seq, ms in re.findall(r"icmp_seq=(\d+) ttl=\d+ time=([\d.]+) ms", out)}
+    lost = [seq for seq in range(1, count + 1) if seq not in replies]
+    ranges, start = [], None
+    for i, seq in enumerate(lost):
+        start = seq if start is None else start
+        if i + 1 == len(lost) or lost[i + 1] != seq + 1:
+            ranges.append(f"{start}-{seq}" if seq != start else str(seq))
+            start = None
+    return (f"{len(lost)} of {count} lost (icmp_seq {', '.join(ranges) or 'none'}); longest round trip "
+            f"{max(replies.values(), default=0):.0f} ms\n{out[-1500:]}")
+
+
+def test_rotation_under_a_fast_ping_loses_nothing(lab):
     a, b = lab["a"], lab["b"]
     for c in (a, b):
         keys = secret_keys(c)
@@ -88,8 +111,9 @@ def test_rotation_under_a_50ms_ping_loses_nothing(lab):
     pod_a, pod_b = a.gateway_nodes[0].pods[0], b.gateway_nodes[0].pods[0]
     remapped = get(a, "configurations")[0]["status"]["remote"]["cidr"]["pod"][0]
     target = translate(pod_b.ip, b.pod_cidr, remapped)
-    count = PING_SECONDS * 20
-    ping = netns.popen_in(pod_a.netns, ["ping", "-n", "-i", "0.05", "-c", str(count), "-W", "10", target],
+    interval = ping_interval()
+    count = int(PING_SECONDS / interval)
+    ping = netns.popen_in(pod_a.netns, ["ping", "-n", "-i", str(interval), "-c", str(count), "-W", "10", target],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     result = {}
 
@@ -109,7 +133,7 @@ def test_rotation_under_a_50ms_ping_loses_nothing(lab):
     summary = re.search(r"(\d+) packets transmitted, (\d+) received", out)
     assert summary, out[-2000:] + err
     sent, received = int(summary.group(1)), int(summary.group(2))
-    assert sent == count and received == sent, out[-3000:]
+    assert sent == count and received == sent, ping_losses(out, count)
     steps = [line for line in proc.stdout.splitlines() if line.startswith("INFO")]
     assert "INFO   (local) Gateway key switched, old private key destroyed" in steps
     # both gateways' probes held their session restarts for the rotation (a re-added peer would drop the packets
