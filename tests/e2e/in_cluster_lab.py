@@ -668,7 +668,7 @@ def node_agent_replaced_under_ping(lab, figures: dict | None = None) -> None:
     ping = subprocess.Popen([kubectl_binary(), "--kubeconfig", a.kubeconfig, "exec", src.metadata.name, "--",
                              "ping", "-c", "75", "-i", "0.2", "-W", "2", target], stdout=subprocess.PIPE, text=True)
     t0 = time.monotonic()
-    kubectl(a, "delete", "pod", "-n", "liqo", agent.metadata.name, "--wait=true", timeout=60)
+    kubectl(a, "delete", "pod", "-n", "liqo", agent.metadata.name, "--wait=true", timeout=180)
     new = wait_for(lambda: [p for p in ready_pods(a, "liqo-fabric-node-agent") if p.spec.node_name == src.spec.node_name
                             and p.metadata.name != agent.metadata.name], timeout=90, what="the node agent back")[0]
     figures["node agent pod deleted -> its replacement ready (s)"] = round(time.monotonic() - t0, 1)
