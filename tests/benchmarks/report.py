@@ -24,27 +24,26 @@ def _record(row):
         ROWS[next(reversed(ROWS))].append(row)
 
 
-def figure(name, value, unit, target=None, lower_is_better=True):
+def _show(name, value, unit, target, ok, comparison, target_unit=""):
+    """Prints one figure line (with its target and verdict when it has one) and records its row."""
     line = f"  {name:<58} {value:>12.3f} {unit}"
     verdict = ""
     if target is not None:
-        ok = value <= target if lower_is_better else value >= target
-        verdict = f"{'<' if lower_is_better else '>='} {target} {unit}: {'met' if ok else 'MISSED'}"
+        verdict = f"{comparison} {target}{target_unit}: {'met' if ok(value) else 'MISSED'}"
         line += f"   target {verdict}"
     print(line, flush=True)
     _record(Row(name, value, unit, verdict))
 
 
+def figure(name, value, unit, target=None, lower_is_better=True):
+    _show(name, value, unit, target, lambda v: v <= target if lower_is_better else v >= target,
+          "<" if lower_is_better else ">=", f" {unit}")
+
+
 def ratio(name, ours, baseline, target=None, higher_is_better=False):
     r = ours / baseline if baseline else float("inf")
-    line = f"  {name:<58} {r:>12.3f} x"
-    verdict = ""
-    if target is not None:
-        ok = r >= target if higher_is_better else r <= target
-        verdict = f"{'>=' if higher_is_better else '<='} {target}: {'met' if ok else 'MISSED'}"
-        line += f"   target {verdict}"
-    print(line, flush=True)
-    _record(Row(name, r, "x", verdict))
+    _show(name, r, "x", target, lambda v: v >= target if higher_is_better else v <= target,
+          ">=" if higher_is_better else "<=")
     return r
 
 

@@ -4,11 +4,10 @@ The figures of different machines and days differ a lot (docs/benchmarks.md): th
 import os
 import platform
 import re
-import sys
 from typing import NamedTuple, Optional
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "build", "collections"))
+# importing tests.conftest puts COLLECTIONS on sys.path
+from tests.conftest import ROOT, COLLECTIONS  # noqa: F401  pylint: disable=unused-import
 
 from ansible_collections.liqo.fabric.plugins.module_utils.host.atomic_file import write_atomic  # noqa: E402  pylint: disable=wrong-import-position
 from ansible_collections.liqo.fabric.plugins.module_utils.wireguard import go_version  # noqa: E402  pylint: disable=wrong-import-position

@@ -22,15 +22,15 @@ from tests.lab import netns
 pytestmark = pytest.mark.skipif(not shutil.which("kubectl"), reason="kubectl is not installed")
 OUTPUTS = []
 OLD = {}       # cluster name -> {"private": ..., "public": ...} before the rotation
-PING_SECONDS = 40  # the ping outlasts the rotation: 60 with the speed paths off (cold runs on a loaded host)
 
 
-def ping_interval() -> float:
-    """50 ms; 100 ms with the speed paths off. What X sends between its switch and Y's adopt waits in X's WireGuard
-    staging queue, 128 packets (docs/key-rotation.md): 6.4 s of a 50 ms ping. The ordinary path's cold role run on a
-    loaded host can take longer, so its ping is slower, which still shows any session restart the probes' hold
-    should have prevented (that drops the whole queue and the old session)."""
-    return 0.1 if speed.off_reason() else 0.05
+def ping_settings():
+    """The rotation's ping: (interval, seconds). 50 ms for 40 s; 100 ms for 60 s with the speed paths off. What X
+    sends between its switch and Y's adopt waits in X's WireGuard staging queue, 128 packets (docs/key-rotation.md):
+    6.4 s of a 50 ms ping. The ordinary path's cold role runs on a loaded host take longer, so its ping is slower and
+    longer, which still shows any session restart the probes' hold should have prevented (that drops the whole queue
+    and the old session)."""
+    return (0.1, 60) if speed.off_reason() else (0.05, 40)
 
 
 @pytest.fixture(scope="module")
@@ -111,8 +111,7 @@ def test_rotation_under_a_fast_ping_loses_nothing(lab):
     pod_a, pod_b = a.gateway_nodes[0].pods[0], b.gateway_nodes[0].pods[0]
     remapped = get(a, "configurations")[0]["status"]["remote"]["cidr"]["pod"][0]
     target = translate(pod_b.ip, b.pod_cidr, remapped)
-    interval = ping_interval()
-    seconds = 60 if speed.off_reason() else PING_SECONDS
+    interval, seconds = ping_settings()
     count = int(seconds / interval)
     ping = netns.popen_in(pod_a.netns, ["ping", "-n", "-i", str(interval), "-c", str(count), "-W", "10", target],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -130,7 +129,7 @@ def test_rotation_under_a_fast_ping_loses_nothing(lab):
     worker.join(timeout=120)
     proc = result["proc"]
     assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-2000:]
-    assert result["done_at"] < ping_end, "the rotation outlasted the ping (raise PING_SECONDS)"
+    assert result["done_at"] < ping_end, "the rotation outlasted the ping (lengthen it: ping_settings)"
     summary = re.search(r"(\d+) packets transmitted, (\d+) received", out)
     assert summary, out[-2000:] + err
     sent, received = int(summary.group(1)), int(summary.group(2))
