@@ -337,6 +337,12 @@ def _ts(rec) -> float:
 
 
 def test_each_fault_is_detected_and_repaired_by_the_controller(fabric_lab):
+    check_faults(fabric_lab, list(FAULTS))
+
+
+def check_faults(fabric_lab, names):
+    """The manifests the controller recorded declare what each host owns; each fault in `names`, injected in turn,
+    is detected within the drift period and repaired by one forced run, and pod traffic resumes."""
     lab, ctl = fabric_lab
     a = lab["a"]
     gw = targets(a, "gateway")
@@ -348,11 +354,12 @@ def test_each_fault_is_detected_and_repaired_by_the_controller(fabric_lab):
     assert sorted(t["netns"] for t in ov) == sorted(n.netns for n in a.nodes), ov
     assert all(t["links"] and t["routes"] and t["rules"] for t in ov), ov
     rows = []
-    for name in FAULTS:
+    for name in names:
         rows.append(inject_and_measure(lab, ctl, name))
-    from ansible_collections.liqo.fabric.plugins.module_utils.health import daemon as phd  # pylint: disable=import-outside-toplevel
-    health = _gw(lab)[1]["health"][0]
-    assert phd.read_pidfile(health["state_dir"], health["interface"]), "the health probe process was not restarted"
+    if "kill -9 the gateway's health probe" in names:
+        from ansible_collections.liqo.fabric.plugins.module_utils.health import daemon as phd  # pylint: disable=import-outside-toplevel
+        health = _gw(lab)[1]["health"][0]
+        assert phd.read_pidfile(health["state_dir"], health["interface"]), "the health probe process was not restarted"
     for r in rows:
         # detected within the drift period (+ the loop's 0.5 s tick and log latency), repaired by one run
         assert r["detected"] <= DRIFT_PERIOD + 1.5, r
