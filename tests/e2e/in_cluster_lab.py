@@ -691,10 +691,11 @@ def late_pod(node: str) -> str:
                                  "command": ["sh", "-c", WORKLOAD_CMD]}]}})
 
 
-def node_added_and_removed(lab, figures: dict | None = None) -> None:
-    """A node added to a: its node agent ready, a pod on it reached from b at its remapped address, the active
-    gateway pod holding a route to its pod CIDR and a link to every node; the node removed: that route gone and
-    a link to every node left."""
+def node_added_and_removed(lab, figures: dict | None = None):
+    """A node added to a: Ready with its pod CIDR, its node agent ready, a pod on it reached from a pod of a on
+    another node (the lab's host-gw routes) and from b at its remapped address, the active gateway pod holding a
+    route to its pod CIDR and a link to every node; the node removed: that route gone and a link to every node
+    left. Returns the node's plan (tests/lab/cluster.py)."""
     figures = {} if figures is None else figures
     a, b = lab["a"], lab["b"]
     view_b = get_json(b, "configurations", "crimson-field")["status"]["remote"]["cidr"]["pod"][0]
@@ -705,11 +706,17 @@ def node_added_and_removed(lab, figures: dict | None = None) -> None:
         wait_for(lambda: [p for p in ready_pods(a, "liqo-fabric-node-agent") if p.spec.node_name == plan.name],
                  timeout=120, what=f"a node agent on the new node {plan.name}")
         figures["node added -> its node agent ready (s)"] = round(time.monotonic() - t0, 1)
+        node = a.kube.core.read_node(plan.name)
+        assert [x.status for x in node.status.conditions if x.type == "Ready"] == ["True"], node.status.conditions
+        assert node.spec.pod_cidr == plan.pod_cidr, (node.spec.pod_cidr, plan.pod_cidr)
         kubectl(a, "apply", "-f", "-", input=late_pod(plan.name))
         pod = wait_for(lambda: [p for p in a.kube.core.list_namespaced_pod("default", label_selector="app=late").items
                                 if p.status.phase == "Running" and p.status.pod_ip], timeout=120,
                        what="a pod running on the new node")[0]
         assert ipaddress.ip_address(pod.status.pod_ip) in ipaddress.ip_network(plan.pod_cidr)
+        neighbour = workload_pods(a)[0].metadata.name
+        assert kubectl(a, "exec", neighbour, "--", "ping", "-c", "1", "-W", "2", pod.status.pod_ip,
+                       check=False).returncode == 0, f"{neighbour} of a -> the new node's pod {pod.status.pod_ip}"
         target = remapped(pod.status.pod_ip, view_b)
         wait_or_dump((a, b), lambda: probe_from(b, src, [target]).get(target, {}).get("icmp") == "ok",
                      timeout=120, interval=2, what=f"{src} of b -> the new node's pod at {target}", ping=target)
@@ -728,6 +735,7 @@ def node_added_and_removed(lab, figures: dict | None = None) -> None:
     figures["node removed -> the gateway pod's route to it gone (s)"] = round(time.monotonic() - t1, 1)
     links = kubectl(a, "exec", gw, "--", "ip", "-br", "link").stdout
     assert len([ln for ln in links.splitlines() if ln.startswith("lovn")]) == len(a.nodes), links
+    return plan
 
 
 def controller_logs_of(cluster, pod: str, namespace: str = "liqo") -> list[dict]:

@@ -11,6 +11,8 @@ and prints the times; the tests here assert.
 """
 from __future__ import annotations
 
+import concurrent.futures
+import glob
 import json
 import os
 import re
@@ -278,10 +280,14 @@ def test_a_node_agent_pod_deleted_comes_back_and_traffic_goes_on(connected, inst
 
 
 def test_a_node_added_joins_the_fabric_and_a_removed_one_leaves_nothing(connected, installed):
-    """A node added at run time gets its node agent (the DaemonSet) and the active gateway pod a link to it (the
-    gateway pods watch the Nodes): a pod on it is reached from the other cluster at its remapped address. The node
-    removed, the gateway pod's link and route to it go."""
-    node_added_and_removed(installed)
+    """A node added at run time (a kubelet joining the lab cluster) gets its node agent (the DaemonSet) and the
+    active gateway pod a link to it (the gateway pods watch the Nodes): a pod on it is reached from its own cluster
+    and from the other one at its remapped address. The node removed: the gateway pod's link and route to it go,
+    and the lab leaves nothing of the node (its Node object, netns and cgroups)."""
+    plan = node_added_and_removed(installed)
+    assert plan.name not in [n.metadata.name for n in installed["a"].kube.core.list_node().items]
+    assert plan.netns not in netns.list_netns()
+    assert not [g for g in glob.glob("/sys/fs/cgroup/*/*") if os.path.basename(g) == plan.netns]
 
 
 @pytest.mark.parametrize("cluster,name", [("a", "client"), ("b", "server")])
@@ -368,10 +374,13 @@ def test_deleting_the_gateways_removes_their_deployments_services_and_secrets(co
 
 
 def test_delete_k_removes_it_all(installed):
-    for c in installed.clusters.values():
-        # as docs/in-cluster.md says: the Namespace goes first and its controller may remove the objects in it
-        # (the ConfigMap) before kubectl's own delete reaches them, a NotFound that is not an error here
-        kubectl(c, "delete", "-k", DEPLOY, "--wait=true", "--ignore-not-found", timeout=180)
+    # both clusters at once: each delete waits on its own pods' termination.
+    # As docs/in-cluster.md says: the Namespace goes first and its controller may remove the objects in it (the
+    # ConfigMap) before kubectl's own delete reaches them, a NotFound that is not an error here.
+    with concurrent.futures.ThreadPoolExecutor(len(installed.clusters)) as pool:
+        for done in [pool.submit(kubectl, c, "delete", "-k", DEPLOY, "--wait=true", "--ignore-not-found", timeout=180)
+                     for c in installed.clusters.values()]:
+            done.result()
     for c in installed.clusters.values():
         wait_for(lambda c=c: kubectl(c, "get", "namespace", "liqo", check=False).returncode != 0, timeout=120,
                  what=f"{c.name}: namespace liqo gone")

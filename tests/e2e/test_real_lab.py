@@ -4,7 +4,6 @@ used before this module (tests/e2e/real_nodes.py); test_zero_residue_after_down 
 nothing is left; then a SIGKILLed lab is removed the way `make lab-clean` removes it."""
 from __future__ import annotations
 
-import glob
 import json
 import os
 import subprocess
@@ -190,27 +189,6 @@ def test_kubectl_logs_and_exec(real_lab):
     out = kubectl(c, "exec", pod.metadata.name, "--", "cat", "/www/index.html").stdout
     assert out.strip() == f"hello from {pod.metadata.name}"
     assert kubectl(c, "exec", pod.metadata.name, "--", "sh", "-c", "exit 3", check=False).returncode == 3
-
-
-def test_a_node_joins_and_leaves_at_run_time(real_lab):
-    c = real_lab["b"]
-    plan = c.add_node()
-    node = c.kube.core.read_node(plan.name)
-    assert [x.status for x in node.status.conditions if x.type == "Ready"] == ["True"]
-    assert node.spec.pod_cidr == plan.pod_cidr
-    probe = wait_for(lambda: [
-        p for p in running_pods(c, "probe") if p.spec.node_name == plan.name], timeout=90, what="a probe pod on the new node")[0]
-    # reachable from the other nodes' pods (host-gw routes added both ways)
-    client = next(p for p in running_pods(c, "web"))
-    assert kubectl(c, "exec", client.metadata.name, "--", "ping", "-c", "1", "-W", "2", probe.status.pod_ip,
-                   check=False).returncode == 0
-    c.remove_node(plan.name)
-    assert plan.name not in [n.metadata.name for n in c.kube.core.list_node().items]
-    wait_for(lambda: len(running_pods(c, "probe")) == 3 and all(
-        p.spec.node_name != plan.name for p in c.kube.core.list_namespaced_pod("default").items), timeout=90,
-        what="probe pods back to 3")
-    assert plan.netns not in netns.list_netns()
-    assert not [g for g in glob.glob("/sys/fs/cgroup/*/*") if os.path.basename(g) == plan.netns]
 
 
 def test_zero_residue_after_down(real_lab, real_node_lab):
