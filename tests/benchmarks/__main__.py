@@ -2,7 +2,7 @@
 
 Each run() prints measured figures, and ratios against a baseline measured in the same run. Targets are
 printed next to the figure (met / MISSED); they never fail the run: benchmarks are not tests. At the end the
-run's report, with every figure printed and the machine, is written (report_file.py) and its path printed.
+run's report, with every figure and everything else each bench printed, and the machine, is written (report_file.py) and its path printed.
 """
 import datetime
 import importlib
@@ -22,6 +22,7 @@ def main(argv, package="tests.benchmarks"):
                   if m.name.startswith("bench_"))
     started, t_run = datetime.datetime.now(datetime.timezone.utc), time.monotonic()
     report.ROWS.clear()
+    report.OUTPUT.clear()
     runs = []
     for name in mods:
         if wanted and name.removeprefix("bench_") not in wanted and name not in wanted:
@@ -30,6 +31,7 @@ def main(argv, package="tests.benchmarks"):
         report.begin(name)
         error = None
         t0 = time.monotonic()
+        sys.stdout = capture = report.Capture(sys.stdout)
         try:
             importlib.import_module(f"{package}.{name}").run()
         except Exception as exc:  # a broken benchmark is reported, the others still run
@@ -37,9 +39,12 @@ def main(argv, package="tests.benchmarks"):
             # the last line of a long message (an inner run's stderr) is the one that says what broke
             message = str(exc).strip().splitlines()
             error = type(exc).__name__ + (f": {message[-1]}" if message else "")
+        finally:
+            sys.stdout = capture.inner
+        report.keep_output(name, capture.text())
         runs.append(report_file.BenchRun(name, time.monotonic() - t0, error))
         print(f"--- {name}: {runs[-1].seconds:.1f} s", flush=True)
-    path = report_file.write(started, time.monotonic() - t_run, wanted, runs, report.ROWS)
+    path = report_file.write(started, time.monotonic() - t_run, wanted, runs, report.ROWS, report.OUTPUT)
     print(f"\nreport: {path}", flush=True)
     return 1 if any(r.error is not None for r in runs) else 0
 

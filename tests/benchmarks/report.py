@@ -1,4 +1,6 @@
-"""Uniform printing of benchmark figures, and the rows `make bench` writes into its report (report_file.py)."""
+"""Uniform printing of benchmark figures, and what `make bench` writes into its report (report_file.py): the rows of
+the figures, and whatever else a bench prints (tables, text values)."""
+import io
 from typing import NamedTuple
 
 
@@ -12,11 +14,38 @@ class Row(NamedTuple):
 # bench module name -> its figures and ratios in the order printed; __main__ calls begin() before each run(), so a
 # figure belongs to the bench begun last. Empty when a bench module runs on its own: then figures are only printed.
 ROWS: dict = {}
+# bench module name -> the lines it printed besides its figure lines, in order (keep_output)
+OUTPUT: dict = {}
+_shown: set = set()    # the figure lines the bench begun last printed
 
 
 def begin(bench):
     """The figures printed from now on belong to `bench`."""
     ROWS[bench] = []
+    _shown.clear()
+
+
+class Capture(io.TextIOBase):
+    """A stdout that passes everything on to `inner` and keeps a copy."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner, self.parts = inner, []
+
+    def write(self, s):
+        self.parts.append(s)
+        return self.inner.write(s)
+
+    def flush(self):
+        self.inner.flush()
+
+    def text(self):
+        return "".join(self.parts)
+
+
+def keep_output(bench, text):
+    """Records the non-empty lines of `text` (what `bench` printed) that are not figure lines."""
+    OUTPUT[bench] = [line for line in text.splitlines() if line.strip() and line not in _shown]
 
 
 def _record(row):
@@ -32,6 +61,7 @@ def _show(name, value, unit, target, ok, comparison, target_unit=""):
         verdict = f"{comparison} {target}{target_unit}: {'met' if ok(value) else 'MISSED'}"
         line += f"   target {verdict}"
     print(line, flush=True)
+    _shown.add(line)
     _record(Row(name, value, unit, verdict))
 
 

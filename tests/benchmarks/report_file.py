@@ -74,13 +74,18 @@ def machine():
     ]
 
 
+FENCE = "~~~~~~"   # a fence of tildes: bench output prints backticks and pipes
+
+
 def _cell(text):
     return str(text).strip().replace("|", "\\|")
 
 
-def render(started, seconds, asked, runs, rows, facts):
+def render(started, seconds, asked, runs, rows, facts, output=None):
     """The markdown: `started` (an aware UTC datetime) and `seconds` of the whole run, the bench names it was
-    `asked` for (empty: all), its BenchRuns in order, report.ROWS and machine()'s facts."""
+    `asked` for (empty: all), its BenchRuns in order, report.ROWS, machine()'s facts and report.OUTPUT (what each
+    bench printed besides its figures, as it printed it)."""
+    output = output or {}
     names = ", ".join(r.name for r in runs) or "none"
     failed = [r.name for r in runs if r.error is not None]
     out = [f"# `make bench` of {started:%Y-%m-%d %H:%M} UTC", "",
@@ -93,18 +98,20 @@ def render(started, seconds, asked, runs, rows, facts):
     for run in runs:
         head = f"## {run.name} ({run.seconds:.1f} s)"
         out += ["", head if run.error is None else f"{head}: FAILED with {run.error}", ""]
-        got = rows.get(run.name, [])
-        if not got:
-            out.append("No figures printed.")
-            continue
-        out += ["| figure | value | unit | target |", "|---|---:|---|---|"]
-        out += [f"| {_cell(r.figure)} | {r.value:.3f} | {_cell(r.unit)} | {_cell(r.target)} |" for r in got]
+        got, printed = rows.get(run.name, []), output.get(run.name, [])
+        if not got and not printed:
+            out.append("Nothing printed.")
+        if got:
+            out += ["| figure | value | unit | target |", "|---|---:|---|---|"]
+            out += [f"| {_cell(r.figure)} | {r.value:.3f} | {_cell(r.unit)} | {_cell(r.target)} |" for r in got]
+        if printed:
+            out += ["", "Also printed:", "", FENCE + "text", *printed, FENCE]
     return "\n".join(out) + "\n"
 
 
-def write(started, seconds, asked, runs, rows):
+def write(started, seconds, asked, runs, rows, output=None):
     """Writes the report whole (a reader never sees half of one) and returns its path."""
     path = os.environ.get("LIQO_FABRIC_BENCH_REPORT") or DEFAULT_PATH
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    write_atomic(path, render(started, seconds, asked, runs, rows, machine()), mode=0o644)
+    write_atomic(path, render(started, seconds, asked, runs, rows, machine(), output), mode=0o644)
     return path

@@ -19,6 +19,9 @@ def run():
     figure("fake apply | one call", 0.25, "s", target=0.5)
     figure("fake throughput", 900, "Mbit/s", target=1400, lower_is_better=False)
     ratio("fake ours / baseline", 3.0, 2.0, target=1.2)
+    print("  per fault:   detected   repaired")
+    print("")
+    print("  ```flush```        0.2 s      1.1 s")
 """
 
 RAISES = """
@@ -60,10 +63,11 @@ def test_report_of_a_whole_run(benches, capsys):
                           printed("fake apply | one call", 0.25, "s", "< 0.5 s: met"),
                           printed("fake throughput", 900, "Mbit/s", ">= 1400 Mbit/s: MISSED"),
                           printed("fake ours / baseline", 1.5, "x", "<= 1.2: MISSED")]
-    assert re.fullmatch(r"--- bench_zz_fake: \d+\.\d s", stdout[5])
-    assert stdout[6:9] == ["", "=== bench_zz_raises", printed("fake before the failure", 1.5, "ms")]
-    assert re.fullmatch(r"--- bench_zz_raises: \d+\.\d s", stdout[9])
-    assert stdout[10:] == ["", f"report: {benches}"]
+    assert stdout[5:8] == ["  per fault:   detected   repaired", "", "  ```flush```        0.2 s      1.1 s"]
+    assert re.fullmatch(r"--- bench_zz_fake: \d+\.\d s", stdout[8])
+    assert stdout[9:12] == ["", "=== bench_zz_raises", printed("fake before the failure", 1.5, "ms")]
+    assert re.fullmatch(r"--- bench_zz_raises: \d+\.\d s", stdout[12])
+    assert stdout[13:] == ["", f"report: {benches}"]
 
     text = benches.read_text()
     assert re.search(r"^# `make bench` of \d{4}-\d\d-\d\d \d\d:\d\d UTC$", text, re.M)
@@ -84,6 +88,13 @@ def test_report_of_a_whole_run(benches, capsys):
         "| fake apply \\| one call | 0.250 | s | < 0.5 s: met |",
         "| fake throughput | 900.000 | Mbit/s | >= 1400 Mbit/s: MISSED |",
         "| fake ours / baseline | 1.500 | x | <= 1.2: MISSED |",
+        "",
+        "Also printed:",
+        "",
+        "~~~~~~text",
+        "  per fault:   detected   repaired",
+        "  ```flush```        0.2 s      1.1 s",
+        "~~~~~~",
     ]
     failed = re.search(r"^## bench_zz_raises \(\d+\.\d s\): FAILED with RuntimeError: its apiserver exited 1\n\n(.*)\Z",
                        text, re.M | re.S)
