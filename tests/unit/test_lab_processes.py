@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -69,6 +70,10 @@ def test_spawn_records_the_process_and_marks_it_before_returning(tmp_path):
     try:
         started = owner.start_time(proc.pid)
         assert seen == [[{"role": "etcd", "pid": proc.pid, "start_time": started}]]
+        # Popen may return (vfork) before the kernel has set the new program's environment up for /proc/PID/environ
+        deadline = time.monotonic() + 5
+        while cleanup.marked_pids(str(tmp_path)) != {proc.pid: started} and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert cleanup.marked_pids(str(tmp_path)) == {proc.pid: started}
     finally:
         srv.stop()
