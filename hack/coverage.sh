@@ -81,6 +81,7 @@ wall, status, groups = run["wall_seconds"], run["test_status"], run["groups"]
 config = os.path.join(data_dir, "coverage.ini")
 t0 = time.monotonic()
 COPY = "/ansible_collections/liqo/fabric/"
+SPEED_COPY = "/site-packages/liqo_fabric_speed/"   # the venv's copy of plugin_utils/speed's start-up part
 PAYLOAD, TREE, OTHER = "AnsiballZ payload", "work tree", "other copy"  # other: molecule's install, ...
 
 
@@ -90,6 +91,8 @@ def where(path):
         return TREE, path[len(root) + 1:]
     if COPY in path:
         return (PAYLOAD if ".zip" + os.sep in path else OTHER), path.split(COPY, 1)[1]
+    if SPEED_COPY in path:
+        return OTHER, "plugins/plugin_utils/speed/" + path.split(SPEED_COPY, 1)[1]
     return OTHER, None
 
 
