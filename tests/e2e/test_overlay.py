@@ -221,8 +221,9 @@ def test_gateway_failover_resumes_traffic(lab):
     # one run moves the tunnel and re-points every node (the overlay follows gateway_active_host); run as the
     # controller runs gateway events: a recorded node is skipped only if its plan did not change, and here
     # every node's plan changes
-    playbook("reconcile_gateway", lab.inventory_path, gateway_group="cluster_a_gateway", nodes_group="cluster_a_nodes",
-             gateway_active_host=standby, gateway_probe_wait=10, node_overlay_skip_unchanged=True)
+    run = playbook("reconcile_gateway", lab.inventory_path, gateway_group="cluster_a_gateway",
+                   nodes_group="cluster_a_nodes", gateway_active_host=standby, gateway_probe_wait=10,
+                   node_overlay_skip_unchanged=True)
     fabric.wait_for(lambda: pinger.replies and pinger.replies[-1] > time.monotonic() - 0.5, timeout=30,
                     what="traffic through the new active gateway")
     pinger.stop.set()
@@ -230,7 +231,7 @@ def test_gateway_failover_resumes_traffic(lab):
     # the old active gateway holds no tunnel any more, the new one does
     old_links = netns.exec_in(a.gateway_nodes[0].netns, ["ip", "-br", "link"]).stdout
     new_links = netns.exec_in(a.gateway_nodes[1].netns, ["ip", "-br", "link"]).stdout
-    assert "lwg" not in old_links and "lwg" in new_links
+    assert "lwg" not in old_links and "lwg" in new_links, (old_links, new_links, run.stdout[-8000:])
     assert _ping_all(a, b, remapped(a)) == []
     assert _ping_all(b, a, remapped(b)) == []
 
