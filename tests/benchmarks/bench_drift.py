@@ -82,5 +82,7 @@ def run() -> None:
     figure("worst detection after the fault", max(r["detected"] for r in done), "s", target=period)
     figure("worst repair after detection", max(r["repaired"] for r in done), "s", target=REPAIR_TARGET)
     for r in done:
+        if r["key"] == "-":
+            continue   # WireGuard undid the fault itself (a roamed endpoint): no run repaired it
         hand = hand_gw if r["key"].split("/")[1] in ("GatewayServer", "GatewayClient") else hand_ov
         ratio(f"repair of '{r['fault']}' / reconcile by hand", r["repaired"], hand)
