@@ -115,3 +115,32 @@ def test_a_figure_outside_a_run_is_only_printed(capsys):
     report.figure("alone", 1.0, "s")
     assert capsys.readouterr().out == printed("alone", 1.0, "s") + "\n"
     assert not report.ROWS
+
+
+def test_the_doc_page_is_written_below_its_marker_from_a_report(tmp_path, monkeypatch):
+    """tests/benchmarks/doc.py: the page's own text stays; below the marker, the run's facts and every bench of the
+    report under its topic, a bench of a topic that did not run said so; a bench in no topic is refused."""
+    from tests.benchmarks import doc  # pylint: disable=import-outside-toplevel
+    report_text = ("# `make bench` of 2026-11-28 16:00 UTC\n\n- started: 2026-11-28 16:00:00 UTC\n- CPUs: 2 x fake\n\n"
+                   "## bench_routing (1.5 s)\n\n| figure | value | unit | target |\n|---|---:|---|---|\n"
+                   "| 10k routes | 0.170 | s |  |\n\n"
+                   "## bench_drift (258.2 s): FAILED with IndexError: list index out of range\n\nNothing printed.\n")
+    report_path = tmp_path / "report.md"
+    report_path.write_text(report_text)
+    page = tmp_path / "benchmarks.md"
+    page.write_text(f"# Benchmarks\n\nWhat the page says itself.\n\n{doc.MARKER}\n\nan older run's figures\n")
+    monkeypatch.setattr(doc, "DOC", str(page))
+    assert doc.main(["doc", str(report_path)]) == 0
+    text = page.read_text()
+    own, generated = text.split(doc.MARKER)
+    assert own == "# Benchmarks\n\nWhat the page says itself.\n\n"
+    assert "an older run's figures" not in generated
+    assert "## The run\n\n- started: 2026-11-28 16:00:00 UTC\n- CPUs: 2 x fake\n" in generated
+    blocks = re.split(r"^## ", generated, flags=re.M)[1:]
+    assert [b.splitlines()[0] for b in blocks] == ["The run"] + [t for t, _names in doc.TOPICS]
+    assert "### `bench_routing` (1.5 s)\n\n| figure | value | unit | target |" in generated
+    assert "| 10k routes | 0.170 | s |  |" in generated
+    assert "### `bench_drift` (258.2 s): FAILED with IndexError: list index out of range\n\nNothing printed." in generated
+    assert "### `bench_wireguard`\n\nNot in this run." in generated
+    with pytest.raises(SystemExit, match="bench_new"):
+        doc.body(report_text + "\n## bench_new (1.0 s)\n\nNothing printed.\n")
