@@ -180,8 +180,8 @@ def test_readme_says_what_each_speed_path_saves_and_costs():
     assert [row[0] for row in rows] == documented and len(documented) == 5
     for row in rows:
         assert len(row) == 3 and row[1] and row[2], row
-        assert " s " in row[1] + " ", row  # a measured figure
-    assert "docs/speed-paths.md" in readme and "make plain" in readme
+    # what each saves is said in words; the measured figures are one bench run's, on docs/benchmarks.md
+    assert "docs/speed-paths.md" in readme and "make plain" in readme and "docs/benchmarks.md" in readme
 
 
 def test_make_plain_runs_the_contract_whose_every_module_switches_the_speed_paths_off():
