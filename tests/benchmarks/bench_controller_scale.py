@@ -38,10 +38,6 @@ TARGETS = {"add": 1.5, "burst": 10.0, "rss": 150.0}
 TABLE = "18952"
 
 
-def load() -> str:
-    return "/".join(f"{x:.1f}" for x in os.getloadavg())
-
-
 def routed(gw_ns: str) -> set:
     """The /32 pod routes in the overlay table of the gateway host."""
     out = netns.exec_in(gw_ns, ["ip", "-4", "route", "show", "table", TABLE], check=False).stdout
@@ -177,13 +173,12 @@ def one_pass(label, root, lab, workdir, burst_pods, spare, out):
         out[label].setdefault("start to idle", []).append(time.monotonic() - t0)
         # 1. 1,000 pods at once
         want = {p.ip for p, n in burst_pods if not n.gateway}   # the gateway host's own pods are on its bridge
-        ld = load()
         t0 = time.monotonic()
         off = log_offset(ctl)
         register(a, burst_pods)
         created = time.monotonic() - t0
         wait_for(lambda: want <= routed(gw_ns), 300, "the burst's pods routed on the gateway host", interval=0.1)
-        out[label].setdefault("burst", []).append((time.monotonic() - t0, created, ld))
+        out[label].setdefault("burst", []).append((time.monotonic() - t0, created))
         settle(ctl)
         runs = overlay_runs(ctl, off)
         print(f"    burst: {len(runs)} overlay runs: " + ", ".join(f"{sec} s ({len(r)} reasons)" for sec, r, _s in runs),
@@ -191,11 +186,10 @@ def one_pass(label, root, lab, workdir, burst_pods, spare, out):
         # 2. memory, 5 peers
         peers(kube, True)
         settle(ctl)
-        out[label].setdefault("rss", []).append((rss_mib(ctl.proc.pid), tree_rss_mib(ctl.proc.pid), load()))
+        out[label].setdefault("rss", []).append((rss_mib(ctl.proc.pid), tree_rss_mib(ctl.proc.pid)))
         # 3. one pod added, reachable from b
         for i in range(ADDS):
             pod, node = spare.pop()
-            ld = load()
             t0 = time.monotonic()
             off = log_offset(ctl)
             register(a, [(pod, node)])
@@ -206,9 +200,9 @@ def one_pass(label, root, lab, workdir, burst_pods, spare, out):
             dst = fabric.translate(pod.ip, a.pod_cidr, remap)
             wait_for(lambda dst=dst: netns.exec_in(src, ["ping", "-n", "-q", "-c", "1", "-W", "1", dst],
                                                    check=False).returncode == 0, 30, f"{pod.name} reachable from b")
-            out[label].setdefault("add", []).append((took, ld))
+            out[label].setdefault("add", []).append(took)
             settle(ctl, quiet=1.0)
-            print(f"    add #{i + 1}: {took:.2f} s (load {ld}); overlay runs: " + "; ".join(
+            print(f"    add #{i + 1}: {took:.2f} s; overlay runs: " + "; ".join(
                 f"{sec} s {r} tasks at " + " ".join(f"{t}:{name[:24]!r}" for t, name in tl)
                 for sec, r, tl in overlay_runs(ctl, off)), flush=True)
         runs = ctl.metric("liqo_fabric_playbook_runs_total", kind="Pod") + ctl.metric("liqo_fabric_playbook_runs_total", kind="Node")
@@ -222,14 +216,14 @@ def one_pass(label, root, lab, workdir, burst_pods, spare, out):
 
 def report(label, res):
     print(f"  -- {label}", flush=True)
-    for i, (took, created, ld) in enumerate(res["burst"]):
-        figure(f"{PODS_PER_NODE * NODES} pods at once -> all routed (pass {i + 1}, load {ld})", took, "s", target=TARGETS["burst"])
+    for i, (took, created) in enumerate(res["burst"]):
+        figure(f"{PODS_PER_NODE * NODES} pods at once -> all routed (pass {i + 1})", took, "s", target=TARGETS["burst"])
         figure("  of which creating them in the apiserver (16 clients)", created, "s")
-    for i, (rss, tree, ld) in enumerate(res["rss"]):
-        figure(f"controller RSS, {NODES} nodes x {PODS_PER_NODE} pods x {PEERS} peers (load {ld})", rss, "MiB", target=TARGETS["rss"])
+    for i, (rss, tree) in enumerate(res["rss"]):
+        figure(f"controller RSS, {NODES} nodes x {PODS_PER_NODE} pods x {PEERS} peers", rss, "MiB", target=TARGETS["rss"])
         figure("  with its warm runner's zygote (summed)", tree, "MiB")
-    for i, (took, ld) in enumerate(res["add"]):
-        figure(f"one pod added -> routed by the overlay (#{i + 1}, load {ld})", took, "s", target=TARGETS["add"])
+    for i, took in enumerate(res["add"]):
+        figure(f"one pod added -> routed by the overlay (#{i + 1})", took, "s", target=TARGETS["add"])
     for v in res["start to idle"]:
         figure("controller start -> idle (first overlay run on every node)", v, "s")
     figure("overlay playbook runs (last pass)", res["overlay runs"][-1], "runs")
@@ -250,7 +244,7 @@ def run():
         with Lab([{"name": "a", "nodes": NODES, "pods_per_node": 0}, {"name": "b", "nodes": 2, "pods_per_node": 1}],
                  pod_cidr="10.243.0.0/16") as lab:
             a, b = lab["a"], lab["b"]
-            print(f"  lab up ({NODES} + 2 nodes): {time.monotonic() - t0:.1f} s, load {load()}", flush=True)
+            print(f"  lab up ({NODES} + 2 nodes): {time.monotonic() - t0:.1f} s", flush=True)
             fabric.install(a)
             fabric.install(b)
             t0 = time.monotonic()

@@ -57,11 +57,6 @@ def transit_address(node_ns: str) -> str:
     raise RuntimeError(f"no fabric tunnel interface in {node_ns}")
 
 
-def loadavg() -> str:
-    with open("/proc/loadavg", encoding="ascii") as f:
-        return " ".join(f.read().split()[:3])
-
-
 def connection_values(lab) -> list[str]:
     return [c["status"]["value"] for cl in (lab["a"], lab["b"]) for c in get(cl, "connections")]
 
@@ -182,7 +177,6 @@ def run():
         if not shutil.which(tool):
             print(f"  skipped: {tool} is not installed")
             return
-    print(f"  (load average at the start: {loadavg()})")
     t0 = time.monotonic()
     with Lab([{"name": "a"}, {"name": "b"}], pod_cidr="10.243.0.0/16", nodes=1, pods_per_node=1) as lab:
         a, b = lab["a"], lab["b"]
@@ -250,7 +244,6 @@ def run():
         figure("ping RTT through the hand-built tunnel (node -> node)", rtt_hand, "ms")
         ratio("fabric / by hand RTT", rtt_ours, rtt_hand)
         figure("ping RTT through the fabric's tunnel alone (node -> node)", rtt_bare, "ms")
-        print(f"  (load average at the end: {loadavg()}; this machine has {os.cpu_count()} CPUs)")
     left = [n for n in netns.list_netns() if n.startswith(lab.prefix)]
     left += [e for e in (os.listdir(WG_RUN) if os.path.isdir(WG_RUN) else []) if e.startswith(lab.prefix)]
     if left:

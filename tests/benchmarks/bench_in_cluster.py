@@ -63,7 +63,7 @@ def throughput(lab, figures: dict) -> None:
         for path, args in paths.items():
             runs[path].append(icl.iperf_run(*args, seconds=IPERF_SECONDS)["bits_per_second"] / 1e6)
     print(f"  in-cluster throughput runs: pod -> pod {[round(x) for x in runs['pod']]} Mbit/s, gateway pod -> gateway "
-          f"pod {[round(x) for x in runs['tunnel']]} Mbit/s (load {os.getloadavg()[0]:.1f})", flush=True)
+          f"pod {[round(x) for x in runs['tunnel']]} Mbit/s", flush=True)
     figures[POD_PATH] = round(statistics.median(runs["pod"]))
     figures[TUNNEL] = round(statistics.median(runs["tunnel"]))
 
@@ -132,13 +132,12 @@ def run():
         if not shutil.which(tool):
             print(f"  skipped: {tool} is not installed")
             return
-    load = os.getloadavg()[0]
     figures: dict = {}
     printed: set = set()
     failed = []
     t0 = time.monotonic()
     with icl.real_node_lab() as lab:
-        print(f"  (lab up in {time.monotonic() - t0:.0f} s; load average {load:.1f} before)", flush=True)
+        print(f"  (lab up in {time.monotonic() - t0:.0f} s)", flush=True)
         icl.install(lab)
         icl.connect(lab, figures)
         for c, name in ((lab["a"], "client"), (lab["b"], "server")):
@@ -171,6 +170,5 @@ def run():
     if POD_PATH in figures and TUNNEL in figures:
         ratio("in-cluster pod path / tunnel", figures[POD_PATH], figures[TUNNEL])
         MEASURED["in-cluster pod path (Mbit/s)"] = float(figures[POD_PATH])
-    print(f"  (load average {load:.1f} before, {os.getloadavg()[0]:.1f} after)", flush=True)
     if failed:
         raise RuntimeError(f"in-cluster scenarios not measured: {', '.join(failed)}")

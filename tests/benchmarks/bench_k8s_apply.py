@@ -68,7 +68,6 @@ def run():
     if not shutil.which("kubectl"):
         print("  skipped: kubectl is not installed")
         return
-    print(f"  (load average at the start: {os.getloadavg()[0]:.2f})")
     with Lab([{"name": "a"}], nodes=1, pods_per_node=1) as lab:
         fabric.install(lab["a"])
         with tempfile.TemporaryDirectory(prefix="lfab-bench-") as tmp:

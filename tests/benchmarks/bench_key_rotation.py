@@ -58,7 +58,6 @@ def run():
         if not shutil.which(tool):
             print(f"  skipped: {tool} is not installed")
             return
-    print(f"  (load average at the start: {os.getloadavg()[0]:.2f})")
     with Lab([{"name": "a"}, {"name": "b"}], pod_cidr="10.243.0.0/16", nodes=1, pods_per_node=1) as lab:
         a, b = lab["a"], lab["b"]
         fabric.install(a)

@@ -6,8 +6,7 @@ only node that never hosts the gateway. `connect` builds the gateways and the ov
    b-node-2, target = B's pod at A's remapped address: pod veth, VXLAN/Geneve to A's gateway, WireGuard,
    NAT, overlay to b-node-2) against the raw tunnel between the two gateway hosts (iperf3 bound to the
    tunnel's transit addresses 169.254.18.x), alternating runs, medians of 7 x 5 s: ratio target >= 0.95,
-   tunnel >= 1.5 Gbit/s, pod path >= 1.4 Gbit/s. Each round prints the load average it started at (the
-   machine is shared) and the round's ratio. Also printed: the CPU each path costs per byte (both paths keep
+   tunnel >= 1.5 Gbit/s, pod path >= 1.4 Gbit/s. Each round prints its ratio. Also printed: the CPU each path costs per byte (both paths keep
    this machine's two CPUs busy, so that ratio is what the throughput ratio follows), tunnel packets B's
    gateway dropped because its UDP receive buffer was full, and when a throughput target is missed, a perf
    profile (cpu-clock, all CPUs) of one run of each path. Then both paths at one rate the CPUs can carry
@@ -142,11 +141,6 @@ def timed_playbook(lab, name: str, **extra) -> float:
 
 # --- 1 + 2: throughput and latency -----------------------------------------------------------------------
 
-def loadavg() -> str:
-    with open("/proc/loadavg", encoding="ascii") as f:
-        return " ".join(f.read().split()[:3])
-
-
 def cpu_ticks() -> tuple[int, int]:
     """(all, busy) jiffies of every CPU since boot, from /proc/stat's user, nice, system, idle, iowait, irq,
     softirq and steal (guest time is already in user): busy is this machine's own work, not idle, iowait or
@@ -222,8 +216,8 @@ def perf_compare(client_ns: str, target: str, gw_ns: str) -> None:
 
 
 def measure_path(lab, client_pod, server_pod, target, gw_a, gw_b) -> None:
-    """Pod path and tunnel in alternating runs (the order flips every round): medians. The machine is shared:
-    each round prints the load average it started at."""
+    """Pod path and tunnel in alternating runs (the order flips every round): medians. Each round prints its
+    throughputs, ratio and CPU use."""
     servers = []
     runs = {"pod": [], "gw": []}
     drops = [0, 0]
@@ -234,14 +228,13 @@ def measure_path(lab, client_pod, server_pod, target, gw_a, gw_b) -> None:
         paths = {"pod": lambda rate=None: iperf(client_pod.netns, target, IPERF_PORT, rate=rate),
                  "gw": lambda rate=None: iperf(gw_a.netns, TRANSIT_SERVER, IPERF_PORT + 1, bind=TRANSIT_CLIENT, rate=rate)}
         for rnd in range(RUNS):
-            load = loadavg()
             for i, kind in enumerate(("pod", "gw") if rnd % 2 == 0 else ("gw", "pod")):
                 before = udp_rcvbuf_errors(gw_b.netns)
                 runs[kind].append(costed(paths[kind]))
                 drops[kind == "gw"] += udp_rcvbuf_errors(gw_b.netns) - before
             pod, gw = runs["pod"][-1], runs["gw"][-1]
             print(f"  round {rnd + 1}: pod -> pod {pod[0]:.0f} Mbit/s, gateway -> gateway {gw[0]:.0f} Mbit/s, "
-                  f"ratio {pod[0] / gw[0]:.3f}; CPUs busy {pod[1]:.0%} / {gw[1]:.0%} (load average {load})", flush=True)
+                  f"ratio {pod[0] / gw[0]:.3f}; CPUs busy {pod[1]:.0%} / {gw[1]:.0%}", flush=True)
         # both paths at one rate the CPUs can carry: the same throughput, and what each costs the CPUs
         rate = int(0.6 * min(statistics.median(r[0] for r in runs[k]) for k in ("pod", "gw")))
         capped = {"pod": [], "gw": []}

@@ -28,7 +28,7 @@ def one_size(n: int) -> dict:
     with fabric.connected_pair(nodes=n, pods_per_node=PODS, cluster_a={"gateways": 2}, wait_timeout=120,
                                **GROUPS) as lab:
         a, b = lab["a"], lab["b"]
-        print(f"  (lab up and connected in {time.monotonic() - t0:.1f} s, load {os.getloadavg()[0]:.1f})", flush=True)
+        print(f"  (lab up and connected in {time.monotonic() - t0:.1f} s)", flush=True)
         client = a.nodes[2]     # a-node-1 and a-node-2 are the gateway hosts
         assert client.name not in {g.name for g in a.gateway_nodes}, (client.name, a.gateway_nodes)
         view = get(a, "configurations")[0]["status"]["remote"]["cidr"]["pod"][0]
@@ -37,15 +37,14 @@ def one_size(n: int) -> dict:
         for r in range(ROUNDS):
             for mode in (list(MODES) if r % 2 == 0 else list(MODES)[::-1]):   # alternate who goes first
                 active = 1 - active
-                load = os.getloadavg()[0]
                 # as the controller runs gateway events: a recorded node is skipped only if its plan did not change
                 one = failover_once(lab, client.pods[0].netns, target, a.gateway_nodes[active].name,
                                     gateway_probe_wait=10, node_overlay_skip_unchanged=True,
                                     node_overlay_batch=MODES[mode])
                 if not one["resumed"]:
                     raise RuntimeError(f"{n} nodes, {mode}: traffic did not resume after the failover ({one['detail']})")
-                print(f"  ({n} nodes, round {r}, {mode}: run {one['run']:.1f} s, outage {one['gap']:.2f} s, "
-                      f"load {load:.1f}; {one['detail']})", flush=True)
+                print(f"  ({n} nodes, round {r}, {mode}: run {one['run']:.1f} s, outage {one['gap']:.2f} s; "
+                      f"{one['detail']})", flush=True)
                 got.setdefault(mode, []).append(one)
     return got
 
