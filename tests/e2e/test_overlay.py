@@ -231,7 +231,8 @@ def test_gateway_failover_resumes_traffic(lab):
     # the old active gateway holds no tunnel any more, the new one does
     old_links = netns.exec_in(a.gateway_nodes[0].netns, ["ip", "-br", "link"]).stdout
     new_links = netns.exec_in(a.gateway_nodes[1].netns, ["ip", "-br", "link"]).stdout
-    assert "lwg" not in old_links and "lwg" in new_links, (old_links, new_links, run.stdout[-8000:])
+    assert "lwg" not in old_links, "the old active gateway kept its tunnel:\n%s\n%s" % (old_links, run.stdout[-8000:])
+    assert "lwg" in new_links, "the new active gateway has no tunnel:\n%s\n%s" % (new_links, run.stdout[-8000:])
     assert _ping_all(a, b, remapped(a)) == []
     assert _ping_all(b, a, remapped(b)) == []
 

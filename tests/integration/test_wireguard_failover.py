@@ -6,6 +6,7 @@
   way, such as a NodePort's stale conntrack entry) and the server follows it to the new port.
 """
 import os
+import subprocess
 import sys
 import time
 
@@ -120,3 +121,48 @@ def test_the_engine_activates_a_standby_client_in_process(wg_names):
     assert t0 + seen - first_attempt < 5, "the handshake waited for WireGuard's retry: the activation did not start it"
     assert netns.exec_in(a, [sys.executable, "-c", code]).stdout.strip() == "0"
     assert ping(a, "10.80.0.2")
+
+
+def _module_utils_code(body):
+    """A child interpreter's code with the collection importable (module_utils act on their process's netns)."""
+    return "import sys; sys.path.insert(0, %r)\n%s" % (os.path.join(ROOT, "build", "collections"), body)
+
+
+def _socket_owner_netns(ifname):
+    """The network namespace (inode) of the wireguard-go serving `ifname`'s socket, or None when none serves it."""
+    code = _module_utils_code(
+        "from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.userspace import UserspaceBackend\n"
+        "import os\n"
+        "pid = UserspaceBackend(%r).recorded_pid(same_netns=False)\n"
+        "print(os.stat('/proc/%%d/ns/net' %% pid).st_ino if pid else '')" % ifname)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    return int(out) if out else None
+
+
+def test_a_name_moved_to_another_namespace_is_not_removed_by_the_old_ones_teardown(wg_names):
+    """A failover between two network namespaces of one machine (the lab's gateway hosts): the old host's
+    teardown and the new host's build run at once on the same interface name, whose socket directory both
+    share. The new wireguard-go must survive the old teardown's clean-up (deleting its socket file would make
+    it exit), whichever finishes first."""
+    a, b, name = wg_names[:3]
+    b_ino = os.stat(f"/run/netns/{b}").st_ino
+    start = _module_utils_code(
+        "from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.userspace import UserspaceBackend\n"
+        "from ansible_collections.liqo.fabric.plugins.module_utils.gateway.dataplane import wait_name_free\n"
+        "wait_name_free(%r, 10)\nUserspaceBackend(%r).start()" % (name, name))
+    remove = _module_utils_code(
+        "from ansible_collections.liqo.fabric.plugins.module_utils.wireguard import interface\n"
+        "interface.ensure_absent(%r)" % name)
+    netns.exec_in(a, [sys.executable, "-c", start])
+    for attempt in range(5):
+        old, new = (a, b) if attempt % 2 == 0 else (b, a)
+        procs = [subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-c", code], stderr=subprocess.PIPE,
+                                  text=True) for ns, code in ((old, remove), (new, start))]
+        for p in procs:
+            assert p.wait(timeout=30) == 0, p.stderr.read()
+        time.sleep(0.2)   # wireguard-go exits within milliseconds of losing its socket file
+        links = netns.exec_in(new, ["ip", "-br", "link"]).stdout
+        assert name in links, f"attempt {attempt}: the new namespace lost {name}:\n{links}"
+        assert name not in netns.exec_in(old, ["ip", "-br", "link"]).stdout, f"attempt {attempt}"
+        owner = _socket_owner_netns(name)
+        assert owner == (b_ino if new == b else os.stat(f"/run/netns/{a}").st_ino), (attempt, owner)

@@ -107,11 +107,8 @@ def ensure_absent(name, check_mode=False, run_dir=RUN_DIR, binary=WIREGUARD_GO):
                 # touch (a gateway that moved to another host of the same machine keeps its name)
                 return {"changed": False, "backend": None, "elsewhere": True,
                         "diff": {"before": dict(gone), "after": dict(gone)}}
-            leftovers = [p for p in (us.pid_path, us.log_path, us.sock_path) if os.path.exists(p)]
-            if leftovers and not check_mode:
-                for p in leftovers:
-                    os.unlink(p)
-            return {"changed": bool(leftovers), "backend": None, "diff": {"before": dict(gone), "after": dict(gone)}}
+            changed = us.remove_leftovers(check=check_mode)
+            return {"changed": changed, "backend": None, "diff": {"before": dict(gone), "after": dict(gone)}}
         be = choose_backend(name, link, run_dir=run_dir, binary=binary)
         current = be.read() if be.running(link) else None
         result = {"changed": True, "backend": be.name, "pid": be.recorded_pid() if isinstance(be, UserspaceBackend) else None,

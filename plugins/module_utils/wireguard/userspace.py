@@ -181,9 +181,27 @@ class UserspaceBackend(object):
                                  "wireguard-go names must be unique per host" % (self.ifname, where))
         return live and link is not None
 
-    def start(self):
+    @contextlib.contextmanager
+    def name_lock(self):
+        """Makes starting and stopping a wireguard-go one step for every network namespace of the machine.
+        The socket directory is shared: a stop that cleaned up after a new process of the same name had taken
+        the name (a failover between two namespaces of one machine) would delete that process's socket, and
+        wireguard-go exits when its socket file is deleted. An advisory lock on the directory itself, so
+        nothing is left behind."""
         if not os.path.isdir(self.run_dir):
             os.makedirs(self.run_dir, 0o755)
+        fd = os.open(self.run_dir, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # releases the lock
+
+    def start(self):
+        with self.name_lock():
+            return self._start()
+
+    def _start(self):
         if os.path.exists(self.sock_path) and not self.socket_live():
             os.unlink(self.sock_path)  # stale: nobody listens
         log_fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -228,25 +246,53 @@ class UserspaceBackend(object):
                 time.sleep(0.01)
 
     def stop(self, ipr=None):
-        """Stops our process (by recorded PID), removes socket, pid and log files, and the link."""
-        pid = self.recorded_pid()
-        if pid is not None:
-            self._kill(pid)
-        elif ipr is not None:
-            # Not ours to signal (started by someone else, daemonized): deleting the TUN link ends it.
-            idx = ipr.link_lookup(ifname=self.ifname)
-            if idx:
-                ipr.link("del", index=idx[0])
-        deadline = time.monotonic() + 3.0
-        while os.path.exists(self.sock_path) and self.socket_live() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        for path in (self.sock_path, self.pid_path, self.log_path):
-            try:
-                os.unlink(path)
-            except FileNotFoundError:
-                pass
+        """Stops our process (by recorded PID) and removes the link and the files that are ours: socket, pid and
+        log files are left to a wireguard-go of the same name in another network namespace."""
+        with self.name_lock():
+            pid = self.recorded_pid()
+            if pid is not None:
+                self._kill(pid)  # wireguard-go removes its socket as it exits
+            elif ipr is not None:
+                # Not ours to signal (started by someone else, daemonized): deleting the TUN link ends it.
+                idx = ipr.link_lookup(ifname=self.ifname)
+                if idx:
+                    ipr.link("del", index=idx[0])
+            deadline = time.monotonic() + 3.0
+            while self._served_here() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            self._remove_files()
         if ipr is not None:
             idx = ipr.link_lookup(ifname=self.ifname)
             if idx:
                 ipr.link("del", index=idx[0])
         return pid
+
+    def _served_here(self):
+        """Whether the socket is served by a wireguard-go of this network namespace (or one we cannot tell)."""
+        if not self.socket_live():
+            return False
+        owner = self._pid_from_socket()
+        return owner is None or _same_netns(owner)
+
+    def leftovers(self):
+        """Files of this name that no live wireguard-go owns: a stale socket, the pid and log files of a process
+        that is gone. Empty while a wireguard-go of this name runs in any network namespace."""
+        if self.socket_live() or self._pid_from_file() is not None:
+            return []
+        return [p for p in (self.sock_path, self.pid_path, self.log_path) if os.path.exists(p)]
+
+    def _remove_files(self):
+        for path in self.leftovers():
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+
+    def remove_leftovers(self, check=False):
+        """Removes the files no live wireguard-go owns (see leftovers); returns whether there were any."""
+        if check:
+            return bool(self.leftovers())
+        with self.name_lock():
+            found = self.leftovers()
+            self._remove_files()
+        return bool(found)
