@@ -105,7 +105,15 @@ gateways:
         - C(InvalidGatewayTemplate) / C(GatewayManifestRejected) when the template is missing, does not render or
           renders manifests the apiserver rejects (server-side dry run); such a gateway is not ready, nothing is
           built for it and no key Secret is created.
+        - C(ConfigurationRefused) when the IPAM refused the current spec of the gateway's Configuration (its
+          C(NetworkCIDRsConfigured) condition is C(False); it keeps the allocation in use).
       type: dict
+    held:
+      description:
+        - A refused change (an error, not ready) of a gateway built before (its Connection carries the
+          C(fabric.liqo.io/built-generation) annotation). Its tunnel, health probe and the overlay's routes are
+          kept as they run; nothing is rebuilt from the refused spec and nothing is torn down.
+      type: bool
     manifests_checked:
       description: Whether the template's manifests were rendered and validated by this plan.
       type: bool

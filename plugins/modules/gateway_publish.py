@@ -12,6 +12,9 @@ description:
   - Writes the status of a C(GatewayServer)/C(GatewayClient) (endpoint, internalEndpoint, secretRef) and creates
     or updates the C(Connection) of the gateway, with C(status.value) C(Connecting), C(Connected) or C(Error),
     the latency measured by the probe and an C(Established) condition whose reason says why.
+  - A gateway built from a ready plan gets the annotation C(fabric.liqo.io/built-generation) on its Connection. A
+    held plan (a refused change of such a gateway) leaves the Connection to the live health probe, and the
+    failure message says the gateway runs on as last built.
   - The plan comes from M(liqo.fabric.gateway_plan), the probe result from M(liqo.fabric.tunnel_probe).
 author: liqo.fabric developers (@liqo-fabric)
 extends_documentation_fragment:
@@ -92,16 +95,18 @@ def main():
     result = dict(changed=bool(updated), updated=updated, manifest_error=manifest_error,
                   connection={"value": value, "reason": reason, "message": message})
     plan = p["plan"]
+    # a refused change of a gateway built before: its tunnel runs on as it was
+    held = " (refused: the gateway runs on as last built)" if plan.get("held") else ""
     # errors: per object, so the controller's Degraded condition carries the reason
     if (plan.get("error") or {}).get("reason") in REFUSAL_REASONS:
-        # a field of the gateway refused (its Connection says so too)
-        errors = {"%s/%s" % (plan["namespace"], plan["name"]): plan["error"]}
-        module.fail_json(msg="%s %s/%s: %s" % (plan["kind"], plan["namespace"], plan["name"], plan["error"]["message"]),
-                         errors=errors, **result)
+        # a field of the gateway refused (its Connection says so too, unless it is held)
+        errors = {"%s/%s" % (plan["namespace"], plan["name"]): dict(plan["error"], message=plan["error"]["message"] + held)}
+        module.fail_json(msg="%s %s/%s: %s%s" % (plan["kind"], plan["namespace"], plan["name"], plan["error"]["message"],
+                                                 held), errors=errors, **result)
     if manifest_error:
         reason = (plan.get("error") or {}).get("reason") or "GatewayManifestRejected"
-        errors = {"%s/%s" % (plan["namespace"], plan["name"]): {"reason": reason, "message": manifest_error}}
-        module.fail_json(msg="gateway manifests: %s" % manifest_error, errors=errors, **result)
+        errors = {"%s/%s" % (plan["namespace"], plan["name"]): {"reason": reason, "message": manifest_error + held}}
+        module.fail_json(msg="gateway manifests: %s%s" % (manifest_error, held), errors=errors, **result)
     module.exit_json(**result)
 
 

@@ -84,10 +84,14 @@ allocations:
   type: dict
   sample: {"liqo-tenant-b/b": {"pod": "10.0.0.0/16", "external": "10.1.0.0/16"}}
 errors:
-  description: Configurations that could not be served, with the condition reason and message.
+  description:
+    - Configurations that could not be served, with the condition reason and message, and C(kept) the
+      remapped CIDRs they hold all the same (the allocation in use stays in the ledger and the status, so a
+      refused spec or pool change never takes a live connection down; C({}) when there was none).
   returned: always
   type: dict
-  sample: {"default/big": {"reason": "PoolsExhausted", "message": "spec.remote.cidr.pod: '10.0.0.0/8' ..."}}
+  sample: {"default/big": {"reason": "PoolsExhausted", "message": "spec.remote.cidr.pod: '10.0.0.0/8' ...",
+                           "kept": {"pod": "10.0.0.0/16"}}}
 released:
   description: Allocations released because their Configuration is gone.
   returned: always

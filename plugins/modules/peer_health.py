@@ -66,7 +66,8 @@ options:
     description:
       - Entries of M(liqo.fabric.gateway_plan)'s C(gateways) instead of O(gateways), as the gateway role passes
         its plan. A ready gateway without an error is probed (peer's C(probe_address), C(namespace),
-        C(connection_name), C(remote_cluster_id), peer's public key); the probe of any other is stopped.
+        C(connection_name), C(remote_cluster_id), peer's public key); a held one (C(held), a refused change of a
+        gateway built before) keeps its probe as it runs; the probe of any other is stopped.
     type: list
     elements: dict
   state:

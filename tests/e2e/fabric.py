@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
 import time
@@ -213,3 +215,42 @@ def applyable(obj: dict) -> dict:
         obj["metadata"].pop("annotations", None)
     obj.pop("status", None)
     return obj
+
+
+def ping_replies(out: str) -> dict:
+    """{icmp_seq: round trip in ms} of a ping's output."""
+    return {int(seq): float(ms) for seq, ms in re.findall(r"icmp_seq=(\d+) ttl=\d+ time=([\d.]+) ms", out)}
+
+
+def ping_losses(out: str, count: int) -> str:
+    """The sequence numbers without a reply, as ranges, and the longest round trip (how long packets waited)."""
+    replies = ping_replies(out)
+    lost = [seq for seq in range(1, count + 1) if seq not in replies]
+    ranges, start = [], None
+    for i, seq in enumerate(lost):
+        start = seq if start is None else start
+        if i + 1 == len(lost) or lost[i + 1] != seq + 1:
+            ranges.append(f"{start}-{seq}" if seq != start else str(seq))
+            start = None
+    return (f"{len(lost)} of {count} lost (icmp_seq {', '.join(ranges) or 'none'}); longest round trip "
+            f"{max(replies.values(), default=0):.0f} ms\n{out[-1500:]}")
+
+
+class PingFlow:
+    """A ping every `interval` seconds from a netns (a pod's) to `target` while something happens; stop() gives
+    the packets sent before the last one (which may be on its way when the ping is stopped: not a loss) and the
+    ones of those without a reply."""
+
+    def __init__(self, ns: str, target: str, interval: float = 0.2):
+        self.target = target
+        self.proc = netns.popen_in(ns, ["ping", "-n", "-i", str(interval), "-W", "10", target],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def stop(self) -> tuple[int, list[int], str]:
+        """(packets sent before the last, the seqs of those without a reply, a description of the losses)."""
+        self.proc.send_signal(signal.SIGINT)
+        out, err = self.proc.communicate(timeout=30)
+        summary = re.search(r"(\d+) packets transmitted, (\d+) received", out)
+        assert summary, out[-2000:] + err
+        sent, replies = int(summary.group(1)) - 1, ping_replies(out)
+        return sent, [seq for seq in range(1, sent + 1) if seq not in replies], ping_losses(out, sent)

@@ -359,20 +359,30 @@ def test_errors_are_reported_on_the_configuration_and_allocate_nothing(lab, peer
 
 
 def test_pool_too_small_names_the_pool_the_size_and_the_configuration(lab, peered):
-    """A peer's valid /16 with only a /24 pool: the pool is at fault, not the Configuration."""
+    """A peer's valid /16 with only a /24 pool: the pool is at fault, not the Configuration. The peer's
+    allocation in use stays, in the ledger and in its status: a refused setting takes no connection down."""
     a = lab["a"]
     k = kube(a)
     ensure_namespace(k, "err-pool")
     create_conf(k, "err-pool", "peer", LOCAL_POD, "10.77.0.0/24")
     try:
+        reconcile_play(a, {"ipam_namespace": "err-pool"})   # served with the default pools
+        served = k.get("Configuration", "err-pool", "peer")["status"]["remote"]
         rc, dummy, result, failed = reconcile_play(a, {"ipam_namespace": "err-pool", "ipam_pools": ["10.0.0.0/24"]})
         assert rc != 0 and result["failed"]
         assert ("err-pool/peer: pools 10.0.0.0/24 too small: spec.remote.cidr.pod '10.243.0.0/16' needs a free /16, "
                 "the largest pool is a /24") in result["msg"], result["msg"]
         assert "invalid size" not in result["msg"]
         assert result["errors"]["err-pool/peer"]["reason"] == "PoolTooSmall"
-        cond = condition(k.get("Configuration", "err-pool", "peer"))
+        conf = k.get("Configuration", "err-pool", "peer")
+        cond = condition(conf)
         assert cond["status"] == "False" and cond["reason"] == "PoolTooSmall" and "10.0.0.0/24" in cond["message"]
+        kept = {f: v[0] for f, v in served["cidr"].items()}
+        assert conf["status"]["remote"] == served and result["errors"]["err-pool/peer"]["kept"] == kept
+        assert cond["message"].endswith("; the allocation in use is kept (pod %s, external %s)"
+                                        % (kept["pod"], kept["external"])), cond["message"]
+        state, dummy = ledger(k)
+        assert sorted(x["remapped"] for x in state["allocations"] if x["owner"] == "err-pool/peer") == sorted(kept.values())
     finally:
         delete_conf(k, "err-pool", "peer")
         reconcile_play(a, {"ipam_namespace": "err-pool"})  # the ledger records the pools: back to the defaults

@@ -16,7 +16,7 @@ import pytest
 
 from ansible_collections.liqo.fabric.plugins.plugin_utils import speed
 from tests.e2e import fabric
-from tests.e2e.fabric import get, kubectl, playbook, translate
+from tests.e2e.fabric import get, kubectl, ping_losses, ping_replies, playbook, translate
 from tests.lab import netns
 
 pytestmark = pytest.mark.skipif(not shutil.which("kubectl"), reason="kubectl is not installed")
@@ -87,25 +87,6 @@ def test_check_mode_plans_the_rotation_and_changes_nothing(lab):
     # the diff shows the PublicKey's next key (the check-mode placeholder) and the Secret's fields, no values
     assert "CHECK+MODE+key+generated+by+the+real+run+xA=" in out and "nextPrivateKey" in out, out[-3000:]
     assert "(set)" in out
-
-
-def ping_replies(out: str) -> dict:
-    """{icmp_seq: round trip in ms} of a ping's output."""
-    return {int(seq): float(ms) for seq, ms in re.findall(r"icmp_seq=(\d+) ttl=\d+ time=([\d.]+) ms", out)}
-
-
-def ping_losses(out: str, count: int) -> str:
-    """The sequence numbers without a reply, as ranges, and the longest round trip (how long packets waited)."""
-    replies = ping_replies(out)
-    lost = [seq for seq in range(1, count + 1) if seq not in replies]
-    ranges, start = [], None
-    for i, seq in enumerate(lost):
-        start = seq if start is None else start
-        if i + 1 == len(lost) or lost[i + 1] != seq + 1:
-            ranges.append(f"{start}-{seq}" if seq != start else str(seq))
-            start = None
-    return (f"{len(lost)} of {count} lost (icmp_seq {', '.join(ranges) or 'none'}); longest round trip "
-            f"{max(replies.values(), default=0):.0f} ms\n{out[-1500:]}")
 
 
 def test_rotation_under_a_fast_ping_loses_nothing(lab):

@@ -377,3 +377,49 @@ def test_a_warm_standby_client_has_its_tunnel_but_cannot_reach_the_peer():
     assert standby_keys == keys and standby["ready"]
     assert {k: v for k, v in standby.items() if k not in ("peer", "standby")} == \
         {k: v for k, v in active.items() if k != "peer"}
+
+
+# ------------------------------------------------------------------------------------------ refused changes
+
+def _connection(annotations=None, owner_uid="u1"):
+    return {"kind": "Connection", "metadata": {"name": "gw", "namespace": NS, "annotations": annotations or {},
+                                               "ownerReferences": [{"uid": owner_uid}]}}
+
+
+@pytest.mark.parametrize("connection, held", [
+    (_connection({gateway_api.BUILT_ANNOTATION: "1"}), True),      # built before: its refused change is held
+    (_connection(), False),                                        # never built: nothing to hold
+    (_connection({gateway_api.BUILT_ANNOTATION: "1"}, "other"), False),   # a Connection of an older gateway of that name
+    (None, False),
+], ids=["built", "never-built", "another-gateways-connection", "no-connection"])
+def test_a_refused_change_holds_a_gateway_built_before(connection, held):
+    gw = _gateway(SERVER, {"ports": [51840, 51841]})            # refused: InvalidEndpoint
+    kube = _kube(gw)
+    if connection:
+        kube.put(connection)
+    plans, dummy, dummy2 = gateway_api.gateway_plans(kube, "192.0.2.10", "10.80.0.0/16", validate=False)
+    assert plans[0]["error"]["reason"] == "InvalidEndpoint" and not plans[0]["ready"]
+    assert plans[0]["held"] is held
+    # the overlay keeps routing through a held gateway only
+    assert [p["interface"] for p in gateway_api.built_gateways(kube, LOCAL, kube.list("Configuration"))] == (
+        [plans[0]["interface"]] if held else [])
+
+
+def test_a_ready_gateway_is_never_held():
+    kube = _kube(_gateway(SERVER, {"ports": [51840]}))
+    kube.put(_connection({gateway_api.BUILT_ANNOTATION: "1"}))
+    plans, dummy, dummy2 = gateway_api.gateway_plans(kube, "192.0.2.10", "10.80.0.0/16", validate=False)
+    assert plans[0]["ready"] and plans[0]["held"] is False
+
+
+def test_a_configuration_the_ipam_refused_is_a_refusal_of_the_gateway():
+    """The status keeps the remap of the spec the IPAM last accepted: the gateway is not rebuilt from it."""
+    conf = _conf()
+    conf["status"]["conditions"] = [{"type": "NetworkCIDRsConfigured", "status": "False", "reason": "PoolTooSmall",
+                                     "message": "pools 10.0.0.0/24 too small: ...; the allocation in use is kept"}]
+    p = _plan(_gateway(SERVER, {"ports": [51840]}), confs=[conf])
+    assert not p["ready"] and p["error"]["reason"] == "ConfigurationRefused"
+    assert p["error"]["message"].startswith("Configuration %s/conf: pools 10.0.0.0/24 too small" % NS)
+    assert p["remote"]["pod_remapped"] == "10.71.0.0/16"
+    conf["status"]["conditions"][0]["status"] = "True"
+    assert _plan(_gateway(SERVER, {"ports": [51840]}), confs=[conf])["ready"]

@@ -248,12 +248,30 @@ def test_adopt_configurations_rebuilds_state_and_resolves_conflicts_oldest_first
     assert rebuilt.dumps() == ipam.dumps()
 
 
-def test_adopt_configurations_releases_an_owner_whose_spec_became_invalid():
+def test_adopt_configurations_keeps_the_allocations_of_an_owner_whose_spec_became_invalid():
+    """A refused spec change does not take the allocation in use away (a live connection routes through it)."""
     ipam = Ipam(**LOCAL)
-    ipam.allocate_remote("t/a", "10.243.0.0/16", "10.70.0.0/16")
-    res = ipam.adopt_configurations([_conf("t", "a", "10.243.0.0/4", "10.70.0.0/16", {"pod": "10.0.0.0/16", "external": "10.1.0.0/16"})])
+    held = ipam.allocate_remote("t/a", "10.243.0.0/16", "10.70.0.0/16")
+    res = ipam.adopt_configurations([_conf("t", "a", "10.243.0.0/4", "10.70.0.0/16", held)])
     assert res[0][0] == "t/a" and isinstance(res[0][1], InvalidCidrError)
-    assert ipam.allocations() == [] and not ipam.is_taken("10.0.0.0/15")
+    assert res[0][1].kept == held
+    assert sorted(str(a.remapped) for a in ipam.allocations()) == sorted(held.values())
+    # one that never held anything keeps nothing
+    res = ipam.adopt_configurations([_conf("t", "a", "10.243.0.0/16", "10.70.0.0/16", held),
+                                     _conf("t", "new", "10.243.0.0/4", "10.70.0.0/16", None)])
+    assert isinstance(res[1][1], InvalidCidrError) and res[1][1].kept == {}
+    assert ipam.owners() == ["t/a"]
+
+
+def test_a_spec_change_the_pools_cannot_serve_keeps_both_fields_as_they_were():
+    """pod and external move together or not at all: a new external CIDR that no pool can hold leaves the pod
+    CIDR's prefix where it was too."""
+    ipam = Ipam(**dict(LOCAL, pools=["10.0.0.0/15"]))
+    held = ipam.allocate_remote("t/a", "10.243.0.0/16", "10.70.0.0/16")
+    assert held == {"pod": "10.0.0.0/16", "external": "10.1.0.0/16"}   # the pool is full
+    res = ipam.adopt_configurations([_conf("t", "a", "10.96.0.0/16", "10.96.0.0/15", held)])
+    assert isinstance(res[0][1], IpamError) and res[0][1].kept == held
+    assert dict((a.field, str(a.remapped)) for a in ipam.allocations()) == held
 
 
 def test_release_missing_frees_deleted_configurations():
@@ -267,7 +285,8 @@ def test_release_missing_frees_deleted_configurations():
 
 def test_pools_shrunk_below_a_ledger_allocation_name_the_pool_for_its_configuration():
     """A ledger holding a /16 remap loads with a /24 pool (no failure of the whole run, nothing of
-    another namespace lost); the Configuration needing the /16 is reported PoolTooSmall, naming the pool."""
+    another namespace lost); the Configuration needing the /16 is reported PoolTooSmall, naming the pool,
+    and keeps its /16."""
     ipam = Ipam(**LOCAL)
     ipam.allocate_remote("other/peer", "10.243.0.0/16")
     ipam.allocate_remote("ns/peer", "10.243.0.0/16")
@@ -278,7 +297,9 @@ def test_pools_shrunk_below_a_ledger_allocation_name_the_pool_for_its_configurat
     [(owner, err, changed)] = small.adopt_configurations([conf])
     assert owner == "ns/peer" and changed and isinstance(err, PoolTooSmallError)
     assert str(err).startswith("pools 10.0.0.0/24 too small: spec.remote.cidr.pod '10.243.0.0/16' needs a free /16")
-    assert [a.owner for a in small.allocations()] == ["other/peer"]
+    # the allocation in use is kept (pools only bound new remaps)
+    assert err.kept == {"pod": str(ipam.allocation("ns/peer", "pod").remapped)}
+    assert sorted(a.owner for a in small.allocations()) == ["ns/peer", "other/peer"]
 
 
 def test_status_is_written_in_v1beta1_shape_whatever_the_spec_shape():

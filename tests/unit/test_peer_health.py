@@ -162,6 +162,25 @@ def test_plans_to_probe_specs():
     assert halt == ["lwg2", "lwg3"]
     with pytest.raises(ph.HealthError, match=r"plans\[0\]"):
         host.from_plans([{"name": "x"}])
+    # a held gateway (a refused change of a built one) is neither probed anew nor stopped
+    probe, halt = host.from_plans([dict(broken, ready=False, held=True)])
+    assert probe == [{"interface": "lwg3", "held": True}] and halt == []
+
+
+def test_a_held_gateways_probe_runs_on_even_with_exclusive(tmp_path):
+    """exclusive stops the probes of gateways that are gone, not the one of a held gateway; a teardown
+    (state absent) stops it like any other."""
+    from ansible_collections.liqo.fabric.plugins.module_utils.health import daemon as phd  # noqa: E402
+    state_dir = str(tmp_path / "health")
+    spec = {"interface": "lfnone1", "address": "169.254.18.1", "interval": 5.0, "threshold": 3}
+    assert phd.start(spec, state_dir)
+    try:
+        res = host.apply([{"interface": "lfnone1", "held": True}], "present", state_dir, exclusive=True)
+        assert res["stopped"] == [] and res["started"] == [] and phd.running(state_dir) == ["lfnone1"], res
+        res = host.apply([{"interface": "lfnone1", "held": True}], "absent", state_dir)
+        assert res["stopped"] == ["lfnone1"] and phd.running(state_dir) == []
+    finally:
+        phd.stop(state_dir, "lfnone1")
 
 
 def test_stop_ends_the_probe_process_without_waiting_out_its_interval(tmp_path):

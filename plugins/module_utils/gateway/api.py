@@ -17,6 +17,9 @@ from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.keys import 
     CHECK_MODE_PRIVATE_KEY, CHECK_MODE_PUBLIC_KEY, generate_keypair)
 
 CONDITION = "Established"
+# On a gateway's Connection: the gateway generation last built. A refused change of a gateway built before
+# (an error, not ready) holds it: its tunnel, probe and the overlay's routes stay as they are.
+BUILT_ANNOTATION = "fabric.liqo.io/built-generation"
 
 
 def list_gateways(kube, namespace=None, name=None, kinds=None):
@@ -118,7 +121,24 @@ def gateway_plans(kube, endpoint_address, internal_cidr, namespace=None, name=No
                 created = False
             changed = changed or created
         plans.append(p)
+    hold_built(kube, plans)
     return plans, keys, changed
+
+
+def hold_built(kube, plans):
+    """Marks `held` the plans refused by an error (not ready) whose gateway was built before (its Connection says
+    so): their dataplane, health probe and overlay routes are kept as they are; nothing is rebuilt from the
+    refused spec and nothing torn down. A gateway being deleted or never built is not held."""
+    for p in plans:
+        p["held"] = False
+        if p["ready"] or not p.get("error") or not p.get("remote_cluster_id"):
+            continue
+        conn = kube.get("Connection", p["namespace"], p["connection_name"]) or {}
+        meta = conn.get("metadata") or {}
+        owners = [o.get("uid") for o in meta.get("ownerReferences") or []]
+        if (meta.get("annotations") or {}).get(BUILT_ANNOTATION) and p.get("uid") in owners:
+            p["held"] = True
+    return plans
 
 
 KEY_REASONS = ("SecretNotFound", "InvalidSecretKey")
@@ -137,8 +157,9 @@ MANIFEST_REASONS = ("InvalidGatewayTemplate", "GatewayManifestRejected")
 
 
 def built_gateways(kube, cluster_id, configurations):
-    """Plans of the gateways the gateway role builds (the overlay routes through these only): not being
-    deleted, ready, manifests valid. Read-only: no key Secret is created."""
+    """Plans of the gateways the gateway role builds or holds (the overlay routes through these only): not
+    being deleted, and ready with valid manifests, or held (see hold_built). Read-only: no key Secret is
+    created."""
     pks = None
     out = []
     gateways = list_gateways(kube)
@@ -154,7 +175,9 @@ def built_gateways(kube, cluster_id, configurations):
                 user_keys(kube, gw)
             except GatewayKeyError as exc:
                 key_error(p, exc)
-        if p["ready"] and check_manifests(kube, gw, p)["ready"]:
+        if p["ready"]:
+            check_manifests(kube, gw, p)
+        if p["ready"] or hold_built(kube, [p])[0]["held"]:
             out.append(p)
     return out
 
@@ -285,7 +308,10 @@ def publish(kube, plan_, probe=None, check_mode=False, manifests="dry_run"):
 
 
 def _publish_connection(kube, plan_, probe, gw, check_mode, changed):
-    """Creates/updates the gateway's Connection; appends what changed to `changed`."""
+    """Creates/updates the gateway's Connection; appends what changed to `changed`. A held gateway's Connection is
+    left to its live health probe; a built one records the generation built."""
+    if plan_.get("held"):
+        return
     ns = plan_["namespace"]
     conn, reason, message = connection_object(plan_, probe, now_rfc3339())
     cur = kube.get("Connection", ns, plan_["connection_name"])
@@ -319,6 +345,11 @@ def _publish_connection(kube, plan_, probe, gw, check_mode, changed):
             cur["status"] = status
             cur.setdefault("kind", "Connection")
             kube.replace_status(cur)
+    built = str(plan_.get("generation") or "")
+    if plan_.get("ready") and ((cur.get("metadata") or {}).get("annotations") or {}).get(BUILT_ANNOTATION) != built:
+        changed.append("Connection/%s/%s built generation %s" % (ns, plan_["connection_name"], built))
+        if not check_mode:
+            kube.patch("Connection", ns, plan_["connection_name"], {"metadata": {"annotations": {BUILT_ANNOTATION: built}}})
 
 
 def _api_message(exc):

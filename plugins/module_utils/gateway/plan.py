@@ -128,7 +128,7 @@ def _one_port(endpoint, scalar, plural, where):
 SERVICE_TYPES = ("ClusterIP", "NodePort", "LoadBalancer")
 # Errors in the gateway's own fields (or its key Secret): the run fails for it, so the controller sets it Degraded
 REFUSAL_REASONS = ("InvalidEndpoint", "UnsupportedServiceType", "UnsupportedProtocol", "AmbiguousPublicKey",
-                   "SecretNotFound", "InvalidSecretKey")
+                   "SecretNotFound", "InvalidSecretKey", "ConfigurationRefused")
 
 
 def endpoint_spec(gateway):
@@ -331,6 +331,18 @@ def _remote_cidrs(configurations, remote_id, namespace):
                        status.get("external")), None
 
 
+IPAM_CONDITION = "NetworkCIDRsConfigured"
+
+
+def _ipam_refusal(conf):
+    """The Problem when the IPAM refused the Configuration's current spec (it keeps the allocation in use)."""
+    cond = next((c for c in ((conf.get("status") or {}).get("conditions") or []) if c.get("type") == IPAM_CONDITION), None)
+    if cond is None or cond.get("status") != "False":
+        return None
+    return Problem("ConfigurationRefused", "Configuration %s/%s: %s" % (
+        conf["metadata"].get("namespace"), conf["metadata"]["name"], cond.get("message") or cond.get("reason")))
+
+
 def _mtu_mismatch(mtu, public_key):
     remote_mtu = ((public_key.get("metadata") or {}).get("annotations") or {}).get(MTU_ANNOTATION)
     if remote_mtu and str(remote_mtu) != str(mtu):
@@ -362,6 +374,9 @@ def plan(gateway, configurations, public_keys, local_cluster_id, endpoint_addres
         return dataclasses.replace(out, waiting=waiting)
     out = dataclasses.replace(out, remote=remote,
                               nat_tunnel=NatTunnel(out.interface, out.mark, remote.pod_original, remote.pod_remapped))
+    refused = _ipam_refusal(_pick(configurations, remote_id, out.namespace))
+    if refused:  # its status holds the remap of the spec the IPAM last accepted, not of this one
+        return dataclasses.replace(out, error=refused)
     pk, ambiguous = peer_public_key(public_keys, gateway, local_cluster_id, namespace_gateways)
     if ambiguous:
         return dataclasses.replace(out, error=Problem("AmbiguousPublicKey", ambiguous))

@@ -22,12 +22,15 @@ SPEC_KEYS = ("interface", "address", "namespace", "connection_name", "remote_clu
 
 def from_plans(plans, defaults=None):
     """(probe specs, interfaces to stop) from entries of liqo.fabric.gateway_plan: a ready gateway without an
-    error is probed, any other is not."""
+    error is probed, a held one (a refused change of a built gateway) keeps its probe as it runs, any other is
+    not probed."""
     probe, halt = [], []
     for i, p in enumerate(plans or []):
         if not isinstance(p, dict) or not p.get("interface"):
             raise HealthError("plans[%d]: expected an entry of liqo.fabric.gateway_plan's gateways (with interface)" % i)
-        if p.get("ready") and not p.get("error"):
+        if p.get("held"):
+            probe.append({"interface": p["interface"], "held": True})
+        elif p.get("ready") and not p.get("error"):
             spec = dict(defaults or {}, interface=p["interface"], address=p.get("probe_address"),
                         namespace=p.get("namespace"), connection_name=p.get("connection_name") or p.get("name"),
                         remote_cluster_id=p.get("remote_cluster_id"),
@@ -42,8 +45,15 @@ def apply(gateways, state, state_dir, kubeconfig=None, exclusive=False, check_mo
     """Starts/stops probe processes (and stops those of `halt`); returns {changed, started, stopped, health}."""
     if not state_dir or not os.path.isabs(state_dir):
         raise HealthError("state_dir: %r is not an absolute path" % (state_dir,))
+    # a held gateway's probe runs on as it is (state present); a teardown stops it like any other
+    held = [gw["interface"] for gw in gateways or [] if isinstance(gw, dict) and gw.get("held")]
+    if state == "present":
+        gateways = [gw for gw in gateways or [] if gw.get("interface") not in held]
+    else:
+        gateways = [dict((k, v) for k, v in gw.items() if k != "held") if isinstance(gw, dict) else gw for gw in gateways or []]
+        held = []
     specs = []
-    for i, gw in enumerate(gateways or []):
+    for i, gw in enumerate(gateways):
         if state == "present":
             phd.check_spec(i, gw)
         elif not isinstance(gw, dict) or not gw.get("interface"):
@@ -58,7 +68,7 @@ def apply(gateways, state, state_dir, kubeconfig=None, exclusive=False, check_mo
         except KubeError as exc:
             raise HealthError("kubeconfig: %s" % exc)
     started, stopped = [], []
-    wanted = [s["interface"] for s in specs]
+    wanted = [s["interface"] for s in specs] + held
     gone = wanted if state == "absent" else list(halt)
     if state == "present" and exclusive:
         gone += [i for i in phd.running(state_dir) if i not in wanted and i not in gone]

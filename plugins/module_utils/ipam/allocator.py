@@ -542,7 +542,8 @@ class Ipam:
         statuses claim overlapping prefixes the older one keeps its prefix, and only the prefixes that
         must move do. Returns a list of ``(owner, {"pod": ..., "external": ...}, changed)`` where
         changed says the status must be (re)written; a Configuration that cannot be served (invalid
-        spec, pools exhausted) holds nothing and is reported as ``(owner, IpamError, True)``.
+        spec, pools exhausted or too small) is reported as ``(owner, IpamError, True)`` and keeps the
+        allocations it held, in the error's ``kept`` (``{}`` when it had none).
         """
         confs = []
         for conf in sorted(configurations, key=_conf_sort_key):
@@ -553,8 +554,7 @@ class Ipam:
             try:
                 wanted = dict((f, self._check_remote(spec[f], "spec.remote.cidr.%s" % f)) for f in FIELDS if spec.get(f) is not None)
             except IpamError as exc:
-                self.release(owner)  # an invalid spec holds nothing (its status loses remote too)
-                confs.append((owner, exc, status))
+                confs.append((owner, self._refused(owner, exc), status))
                 continue
             confs.append((owner, wanted, status))
         # pass 1: keep what the API already says, where still possible
@@ -569,14 +569,22 @@ class Ipam:
             if isinstance(wanted, IpamError):
                 results.append((owner, wanted, True))
                 continue
+            before = {f: self._allocs.get((owner, f)) for f in FIELDS}
             try:
                 out = dict((f, str(self.allocate(owner, f, str(net)).remapped)) for f, net in wanted.items())
             except IpamError as exc:
-                self.release(owner)
-                results.append((owner, exc, True))
+                for f in FIELDS:  # both fields or neither: the allocations in use stay as they were
+                    self._restore(owner, f, before[f])
+                results.append((owner, self._refused(owner, exc), True))
                 continue
             results.append((owner, out, any(status.get(f) != v for f, v in out.items())))
         return results
+
+    def _refused(self, owner, exc):
+        """`exc` with `kept`: the allocations `owner` holds, which a refused spec or pool setting does not take
+        away (a live connection routes through them); an owner that never got one holds nothing."""
+        exc.kept = dict((f, str(self._allocs[(owner, f)].remapped)) for f in FIELDS if (owner, f) in self._allocs)
+        return exc
 
     def release_missing(self, owners):
         """Release every allocation whose owner is not in ``owners``. Returns the released Allocations."""

@@ -117,13 +117,30 @@ def _compute(ledger_text, local, configurations, namespace=None):
     return ipam, results, released
 
 
+def _kept_cidrs(status):
+    """The remapped CIDRs a status shows, as {field: cidr}."""
+    cidr = ((status or {}).get("remote") or {}).get("cidr") or {}
+    return dict((f, v[0] if isinstance(v, list) and len(v) == 1 else v) for f, v in cidr.items() if v)
+
+
 def _desired_status(conf, outcome):
+    """The status for an allocation ({field: remapped}) or a refusal (IpamError). A refusal keeps the allocation
+    in use, `outcome.kept` (the status's own when the error has none: a bad local configuration, which leaves
+    the ledger alone): a live connection routes through it."""
     status = dict(conf.get("status") or {})
     generation = (conf.get("metadata") or {}).get("generation")
     if isinstance(outcome, IpamError):
-        status.pop("remote", None)  # nothing allocated
+        kept = getattr(outcome, "kept", None)
+        kept = _kept_cidrs(status) if kept is None else kept
+        message = str(outcome)
+        if kept:
+            status["remote"] = {"cidr": dict((f, [v]) for f, v in kept.items())}
+            message += "; the allocation in use is kept (%s)" % ", ".join(
+                "%s %s" % (f, kept[f]) for f in ("pod", "external") if f in kept)
+        else:
+            status.pop("remote", None)  # nothing allocated
         conditions, dummy = set_condition(status.get("conditions"), CONDITION, "False", outcome.reason,
-                                          str(outcome), generation)
+                                          message, generation)
     else:
         spec_pod = (((conf.get("spec") or {}).get("remote") or {}).get("cidr") or {}).get("pod")
         # v1beta1's shape (the version the collection reads and writes): Liqo's list, of one CIDR
@@ -144,10 +161,8 @@ def _status_differs(old, new):
 
 
 def _mark_failed(kube, namespace, exc, check_mode):
-    """A bad local configuration: every Configuration gets a False condition and no remote CIDRs.
-
-    The ledger is left alone, so fixing the configuration brings the same allocations back. Returns the
-    owners whose status was (or would be) written."""
+    """A bad local configuration: every Configuration gets a False condition naming it and keeps the remote
+    CIDRs in use. The ledger is left alone. Returns the owners whose status was (or would be) written."""
     written = []
     for conf in kube.list("Configuration", namespace):
         for dummy in range(5):
@@ -180,7 +195,8 @@ def reconcile(kube, local, namespace=None, check_mode=False):
 
     `local`: keyword arguments of Ipam (pod_cidrs, service_cidr, external_cidr, internal_cidr, reserved,
     pools). Raises IpamError for a bad local configuration (the ledger is not touched; each Configuration
-    gets a False condition naming the problem) and KubeError for API trouble.
+    gets a False condition naming the problem and keeps its remote CIDRs) and KubeError for API trouble.
+    A Configuration that cannot be served keeps the allocation it holds (see Ipam.adopt_configurations).
     """
     result = IpamReconcileResult()
     try:
@@ -215,7 +231,7 @@ def reconcile(kube, local, namespace=None, check_mode=False):
         for owner, outcome, _changed in results:
             conf = by_owner[owner]
             if isinstance(outcome, IpamError):
-                result.errors[owner] = {"reason": outcome.reason, "message": str(outcome)}
+                result.errors[owner] = {"reason": outcome.reason, "message": str(outcome), "kept": outcome.kept}
             else:
                 result.allocations[owner] = outcome
             status = _desired_status(conf, outcome)
