@@ -69,8 +69,8 @@ def flow(lab) -> PingFlow:
 
 
 def refused(lab, book: str, **extra) -> str:
-    """Runs a playbook that must fail; returns its output."""
-    proc = playbook(book, lab.inventory_path, check=False, **extra)
+    """Runs a playbook that must fail; returns its output (the json callback's: every message in full)."""
+    proc = playbook(book, lab.inventory_path, check=False, json_output=True, **extra)
     assert proc.returncode != 0, f"{book} was not refused:\n{proc.stdout[-4000:]}"
     return proc.stdout + proc.stderr
 
@@ -140,5 +140,38 @@ def test_a_missing_template_on_a_live_gateway_is_refused_and_the_tunnel_kept(lab
     finally:
         point_to(template)
         assert_untouched(lab, ping, before)
+    controller_runs(lab, expect_refusal=False)
+    assert kernel_state(a) == before, differences(before, kernel_state(a))
+
+
+def _patch(cluster, kind: str, obj: dict, patch: dict) -> None:
+    kubectl(cluster, "-n", obj["metadata"]["namespace"], "patch", f"{kind}.networking.liqo.io", obj["metadata"]["name"],
+            "--type", "merge", "-p", json.dumps(patch))
+
+
+@pytest.mark.parametrize("kind, change, words", [
+    # a remote pod CIDR no pool can hold: the IPAM refuses it and keeps the allocation in use
+    ("configurations", {"spec": {"remote": {"cidr": {"pod": ["10.0.0.0/7"]}}}}, ["ConfigurationRefused", "10.0.0.0/7"]),
+    # a server address that does not resolve
+    ("gatewayclients", {"spec": {"endpoint": {"addresses": ["no-such-host.invalid"]}}}, ["no-such-host.invalid"]),
+], ids=["configuration-cidr-no-pool-holds", "unresolvable-endpoint"])
+def test_a_refused_spec_change_keeps_the_connection(lab, kind, change, words):
+    a = lab["a"]
+    (obj,) = get(a, kind)
+    top = next(iter(change["spec"]))
+    before = kernel_state(a)
+    ping = flow(lab)
+    try:
+        _patch(a, kind, obj, change)
+        if kind == "configurations":
+            refused(lab, "reconcile_ipam", kubeconfig=a.kubeconfig)
+        out = controller_runs(lab, expect_refusal=True)
+        for word in words:
+            assert word in out, (word, out[-4000:])
+    finally:
+        _patch(a, kind, obj, {"spec": {top: obj["spec"][top]}})
+        assert_untouched(lab, ping, before)
+    if kind == "configurations":
+        playbook("reconcile_ipam", kubeconfig=a.kubeconfig)
     controller_runs(lab, expect_refusal=False)
     assert kernel_state(a) == before, differences(before, kernel_state(a))
