@@ -22,6 +22,10 @@ description:
   - V(state=absent) removes the listed gateways' rules, routes, NAT tables and interfaces (wireguard-go process
     and socket included); when they were the host's last gateways, the sysctls get back the values found before
     the first one (see O(sysctl_file)).
+  - A client whose plan gives its live peer (a handshake within the last 180 s) a new public key first adds the
+    new key beside it, carrying nothing, and waits up to 5.5 s for its handshake. When the handshake comes, the
+    new key takes over with its session; when it does not (a PublicKey that is not the peer's), nothing of that
+    gateway is touched, the task fails naming the key (RV(refused)) and the tunnel runs on with the live peer.
   - A second identical run writes nothing and reports no change.
   - One call replaces six module runs, each of which costs more than the work it does.
 author: liqo.fabric developers (@liqo-fabric)
@@ -75,6 +79,13 @@ options:
         gateway host of a failover tears down in the same task. V(0) fails at once.
     type: float
     default: 0
+  peer_key_trial:
+    description:
+      - Try a client's new peer key (a handshake within 5.5 s) before it replaces a live peer, and refuse it when
+        none comes. V(false) in a key rotation's adopt step (liqo.fabric.rotate_keys): the key is the peer's and
+        already in use there, and the packets the peer queued for it must reach it at once.
+    type: bool
+    default: true
   local_rule_priority:
     description:
       - Only where the gateways own the network namespace (a gateway pod). Moves the IPv4 C(lookup local)
@@ -141,6 +152,11 @@ gateways:
       nat: {changed: true, table: lfgw_1a2b3c4d5e6f, rules: 7}
       routes: {changed: true, added: ["0.0.0.0/0 dev lwg1a2b3c4d scope link"], replaced: [], removed: [], writes: 1}
       rules: {changed: true, added: ["1800: from all fwmark 0x5e2a lookup 24106"], removed: [], writes: 2}
+refused:
+  description: Gateways left as they run because their new peer key completed no handshake, by interface.
+  returned: always
+  type: dict
+  sample: {"lwg1a2b3c4d": {"reason": "PeerKeyRejected", "message": "the peer's new public key ... completed no handshake ..."}}
 probes:
   description: Probe result by interface (connected, reason, message, latency_ms, final), as M(liqo.fabric.tunnel_probe).
   returned: when state is present and not in check mode
@@ -204,6 +220,7 @@ def main():
             probe=dict(type="bool", default=True),
             sysctl_file=dict(type="path"),
             handover_wait=dict(type="float", default=0),
+            peer_key_trial=dict(type="bool", default=True),
             local_rule_priority=dict(type="int"),
         ),
         required_if=[("state", "present", ("private_keys",))],
@@ -215,7 +232,7 @@ def main():
     try:
         result = gd.sync_gateway_dataplane(p["gateways"], p["private_keys"], p["state"], module.check_mode,
                                            p["probe_wait"], p["sysctl_file"], p["handover_wait"],
-                                           p["local_rule_priority"], p["probe"])
+                                           p["local_rule_priority"], p["probe"], p["peer_key_trial"])
     except gd.DataplaneError as e:
         module.fail_json(msg=str(e))
     except (WireGuardError, NetlinkError, gd.NftError, OSError) as e:
@@ -228,6 +245,8 @@ def main():
     diffs = result.pop("diffs")
     if module._diff:  # pylint: disable=protected-access
         result["diff"] = diffs
+    if result["refused"]:
+        module.fail_json(msg="; ".join("%s: %s" % (i, r["message"]) for i, r in sorted(result["refused"].items())), **result)
     module.exit_json(**result)
 
 

@@ -154,7 +154,10 @@ def _patch(cluster, kind: str, obj: dict, patch: dict) -> None:
     ("configurations", {"spec": {"remote": {"cidr": {"pod": ["10.0.0.0/7"]}}}}, ["ConfigurationRefused", "10.0.0.0/7"]),
     # a server address that does not resolve
     ("gatewayclients", {"spec": {"endpoint": {"addresses": ["no-such-host.invalid"]}}}, ["no-such-host.invalid"]),
-], ids=["configuration-cidr-no-pool-holds", "unresolvable-endpoint"])
+    # the peer's PublicKey replaced by a key that is not the peer's: it completes no handshake
+    ("publickeies", {"spec": {"publicKey": "GExyYe7RJ3Lo5nQVa6K2Tp9zobXCvWmJawsLxu7hn10="}},
+     ["PeerKeyRejected", "GExyYe7RJ3Lo5nQVa6K2Tp9zobXCvWmJawsLxu7hn10=", "the live peer is kept"]),
+], ids=["configuration-cidr-no-pool-holds", "unresolvable-endpoint", "wrong-public-key"])
 def test_a_refused_spec_change_keeps_the_connection(lab, kind, change, words):
     a = lab["a"]
     (obj,) = get(a, kind)

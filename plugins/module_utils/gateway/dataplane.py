@@ -25,6 +25,7 @@ from ansible_collections.liqo.fabric.plugins.module_utils.route import policy as
 from ansible_collections.liqo.fabric.plugins.module_utils.wireguard import errors as wg_errors
 from ansible_collections.liqo.fabric.plugins.module_utils.wireguard import go_version as wireguard_go_version
 from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.interface import ensure_absent, ensure_present
+from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.session import try_peer_key
 from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.userspace import (
     BACKEND_USERSPACE, WIREGUARD_GO, UserspaceBackend)
 from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.validation import validate_interface
@@ -165,12 +166,34 @@ def kick_handshake(iface, address, port=9):
         return False
 
 
-def _build(gw, spec, check, nft, handover_wait=0.0):
+# Seconds a client's new peer key has to complete a handshake before it replaces a live peer: the first
+# initiation goes at once, WireGuard's retry after 5 s (REKEY_TIMEOUT) covers one lost on the way.
+PEER_KEY_TRIAL = 5.5
+
+
+def _peer_key_refused(gw, check, trial=True):
+    """A client whose plan replaces the key of a live peer tries the new key first (wireguard/session.py
+    try_peer_key): the refusal ({reason, message}) when it completes no handshake, else None."""
+    peer = gw.get("peer") or {}
+    if not trial or check or not peer.get("endpoint") or not os.path.isdir(os.path.join("/sys/class/net", gw["interface"])):
+        return None
+    if try_peer_key(gw["interface"], peer["public_key"], peer["endpoint"], PEER_KEY_TRIAL) is not False:
+        return None
+    return {"reason": "PeerKeyRejected",
+            "message": "the peer's new public key %s completed no handshake with %s in %.1f s: the live peer is kept "
+                       "(is the PublicKey the peer's?)" % (peer["public_key"], peer["endpoint"], PEER_KEY_TRIAL)}
+
+
+def _build(gw, spec, check, nft, handover_wait=0.0, peer_key_trial=True):
     """One gateway, in dependency order. Returns (result, diffs)."""
     iface = gw["interface"]
     waited = wait_name_free(iface, handover_wait) if handover_wait and not check else 0.0
     out = {"interface": iface, "kind": gw.get("kind"), "name": gw.get("name"), "namespace": gw.get("namespace"),
            "handover_wait": round(waited, 3)}
+    refused = _peer_key_refused(gw, check, peer_key_trial)
+    if refused:  # nothing of this gateway is touched
+        out.update(changed=False, refused=refused, writes=0)
+        return out, []
     t0 = time.monotonic()
     wres = ensure_present(spec, check_mode=check)
     out["seconds"] = {"wireguard": round(time.monotonic() - t0, 3)}
@@ -233,7 +256,7 @@ def _local_rule_priority(gateways, value):
 
 def sync_gateway_dataplane(gateways, private_keys=None, state="present", check=False, probe_wait=0.0,
                            sysctl_file=None, handover_wait=0.0, local_rule_priority=None,
-                           probe_tunnels=True):
+                           probe_tunnels=True, peer_key_trial=True):
     """Makes this host run exactly `gateways` (state present) or none of them (absent).
 
     `gateways`: entries of liqo.fabric.gateway_plan (ready ones for present). Returns changed, gateways
@@ -244,7 +267,9 @@ def sync_gateway_dataplane(gateways, private_keys=None, state="present", check=F
     set and never restored.
     `local_rule_priority`: in a namespace the gateways own (a pod), the IPv4 `lookup local` rule moves there,
     after the gateways' rules (module_utils/route/local_rule.py); absent puts it back at 0. `probe_tunnels`: False
-    skips the probes (a key rotation's switch step, when a probe could only fail).
+    skips the probes (a key rotation's switch step, when a probe could only fail). `peer_key_trial`: False
+    replaces a client's peer key without trying it first (a key rotation's adopt step: the key is the peer's,
+    already switched, and the packets it queued must reach the new peer at once).
     Raises DataplaneError on bad input before anything is written."""
     gateways = list(gateways or [])
     if state not in ("present", "absent"):
@@ -269,7 +294,7 @@ def sync_gateway_dataplane(gateways, private_keys=None, state="present", check=F
                 if state == "absent":
                     out, diffs = _teardown(gw, check, nft)
                 else:
-                    out, diffs = _build(gw, specs[gw["interface"]], check, nft, handover_wait)
+                    out, diffs = _build(gw, specs[gw["interface"]], check, nft, handover_wait, peer_key_trial)
                 result["gateways"].append(out)
                 result["diffs"] += diffs
         finally:
@@ -286,7 +311,7 @@ def sync_gateway_dataplane(gateways, private_keys=None, state="present", check=F
         if res["changed"]:
             result["diffs"].append(_diff("local rule priority", _lines([str(p) for p in res["before"]]),
                                          _lines([str(p) for p in res["after"]])))
-    if state == "present" and any(g["wireguard"]["backend"] == BACKEND_USERSPACE for g in result["gateways"]):
+    if state == "present" and any((g.get("wireguard") or {}).get("backend") == BACKEND_USERSPACE for g in result["gateways"]):
         result["wireguard_go"] = wireguard_go_version.probe(WIREGUARD_GO)
     if state == "absent":
         # after the interfaces are gone: the values stay while another gateway of the host runs
@@ -295,9 +320,10 @@ def sync_gateway_dataplane(gateways, private_keys=None, state="present", check=F
         result["sysctls_restored"] = res["restored"]
         if res["changed"]:
             result["diffs"].append(_diff("sysctls", res["before"], res["after"]))
+    result["refused"] = dict((g["interface"], g["refused"]) for g in result["gateways"] if g.get("refused"))
     if not check and state == "present" and probe_tunnels:
         for gw in gateways:
-            if gw.get("error"):
+            if gw.get("error") or gw["interface"] in result["refused"]:
                 continue
             t0 = time.monotonic()
             res = probe(gw["interface"], gw["peer"]["public_key"], gw["probe_address"], int(gw["mtu"]),

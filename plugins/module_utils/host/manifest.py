@@ -46,7 +46,7 @@ def gateway(gateways, result, rules_of, routes_of, sysctls):
                 "sysctls": dict(sysctls)})
     for gw in gateways or []:
         iface = gw.get("interface")
-        if iface not in built or gw.get("error"):
+        if iface not in built or gw.get("error") or built[iface].get("refused"):
             continue
         peer = gw.get("peer") or {}
         out["wireguard"].append({

@@ -23,6 +23,8 @@ gets its change undone.
 
 from __future__ import absolute_import, division, print_function
 
+import time
+
 from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.interface import choose_backend
 from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.link import IPRoute, _require_pyroute2, read_link
 from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.model import DeviceChange, PeerChange
@@ -102,3 +104,51 @@ def activate(interface, endpoint, persistent_keepalive, run_dir=RUN_DIR):
     sends the first handshake at once (turning a keepalive on does), instead of after the active pod's first playbook run (which
     then finds the peer as it plans it). Returns the public keys changed; [] when there was nothing to do."""
     return _apply(interface, run_dir, lambda dev: activate_changes(dev, endpoint, persistent_keepalive))
+
+
+# WireGuard's REJECT_AFTER_TIME: a session whose last handshake is older carries nothing any more
+LIVE_SESSION = 180.0
+
+
+def trial_changes(dev, public_key, endpoint, now):
+    """The DeviceChange adding `public_key` as a trial beside the interface's one live peer (a handshake within
+    LIVE_SESSION): no allowed IPs, so it carries nothing, and a 1 s keepalive, which sends its handshake at once.
+    Empty when there is no live session to protect or the key is already a peer."""
+    change = DeviceChange()
+    live = [p for p in dev.peers.values() if p.last_handshake and now - p.last_handshake < LIVE_SESSION]
+    if len(dev.peers) != 1 or not live or public_key in dev.peers or not endpoint:
+        return change
+    change.peers.append(PeerChange(public_key, new=True, endpoint=endpoint, persistent_keepalive=1, allowed_ips=[]))
+    return change
+
+
+def try_peer_key(interface, public_key, endpoint, wait, run_dir=RUN_DIR, now=time.time, sleep=time.sleep):
+    """Whether a new public key of a client's peer completes a handshake before it replaces the live peer.
+
+    None: nothing to try (the interface is gone, its peer has no live session, the key is already there).
+    True: the trial peer completed a handshake within `wait` seconds; it stays (the build then gives it the
+    allowed IPs and keeps its session, and removes the old peer). False: it did not; it is removed and the live
+    peer is left as it was. A wrong key (the server does not hold its private key) never completes one, so a
+    PublicKey replaced by mistake does not take the tunnel down."""
+    if not _apply(interface, run_dir, lambda dev: trial_changes(dev, public_key, endpoint, now())):
+        return None
+    with IPRoute() as ipr:
+        link = read_link(ipr, interface)
+    backend = choose_backend(interface, link, run_dir=run_dir)
+    deadline = now() + wait
+    while True:
+        peer = backend.read().peers.get(public_key)
+        if peer is not None and peer.last_handshake:
+            return True
+        if now() >= deadline:
+            break
+        sleep(0.05)
+    _apply(interface, run_dir, lambda dev: _remove_trial(dev, public_key))
+    return False
+
+
+def _remove_trial(dev, public_key):
+    change = DeviceChange()
+    if public_key in dev.peers and len(dev.peers) > 1:
+        change.peers.append(PeerChange(public_key, remove=True))
+    return change
