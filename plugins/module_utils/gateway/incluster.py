@@ -18,8 +18,8 @@ from __future__ import annotations
 import base64
 
 from ansible_collections.liqo.fabric.plugins.module_utils.gateway.api import (
-    MANIFEST_REASONS, _owner_ref, ensure_key_secret, key_error, list_gateways, manifest_problem, render_manifests,
-    user_keys)
+    MANIFEST_REASONS, _owner_ref, ensure_key_secret, hold_built, key_error, list_gateways, manifest_problem,
+    render_manifests, user_keys)
 from ansible_collections.liqo.fabric.plugins.module_utils.gateway.keys import GatewayKeyError
 from ansible_collections.liqo.fabric.plugins.module_utils.gateway.plan import KINDS, plan
 from ansible_collections.liqo.fabric.plugins.module_utils.kube.client import ApiException, KubeError
@@ -168,6 +168,7 @@ def pod_side(kube, kind, namespace, name, node_name, internal_cidr, standby=Fals
             p["public_key"], keys[p["interface"]] = user_keys(kube, gw)
         except GatewayKeyError as exc:
             key_error(p, exc)
+        hold_built(kube, [p])
         return [standby_plan(p) if standby else p], keys
     secret = kube.get("Secret", namespace, p["secret_name"])
     data = (secret or {}).get("data") or {}
@@ -177,6 +178,7 @@ def pod_side(kube, kind, namespace, name, node_name, internal_cidr, standby=Fals
     elif not p["error"]:
         p["waiting"], p["ready"] = {"reason": "WaitingForKeys", "message": "Secret %s/%s has no keys yet (the controller "
                                     "creates it)" % (namespace, p["secret_name"])}, False
+    hold_built(kube, [p])   # a refused change of a gateway built before: its pod keeps the tunnel and the overlay
     return [standby_plan(p) if standby else p], keys
 
 
