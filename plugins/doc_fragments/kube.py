@@ -18,7 +18,10 @@ options:
       - Without it, the first of C(K8S_AUTH_KUBECONFIG), C(K8S_AUTH_HOST) (with C(K8S_AUTH_API_KEY),
         C(K8S_AUTH_SSL_CA_CERT), C(K8S_AUTH_CERT_FILE), C(K8S_AUTH_KEY_FILE), C(K8S_AUTH_USERNAME),
         C(K8S_AUTH_PASSWORD)), the in-cluster service account, C(KUBECONFIG), C(~/.kube/config).
-      - C(K8S_AUTH_VERIFY_SSL=false) and C(K8S_AUTH_PROXY) apply beside a kubeconfig too.
+      - C(K8S_AUTH_VERIFY_SSL=false), C(K8S_AUTH_PROXY) and C(K8S_AUTH_API_KEY) apply beside a kubeconfig too, as in
+        kubernetes.core.
+      - A 401 from the apiserver fails with a message naming its URL, where the credentials came from (kubeconfig
+        and context, or C(K8S_AUTH_HOST)) and their kind, never their value.
     type: path
   context:
     description: Kubeconfig context (default C(K8S_AUTH_CONTEXT), then the kubeconfig's current context).

@@ -11,7 +11,10 @@ class ModuleDocFragment:  # pylint: disable=too-few-public-methods
     DOCUMENTATION = r"""
 options:
   remote_kubeconfig:
-    description: Kubeconfig of the peer cluster.
+    description:
+      - Kubeconfig of the peer cluster.
+      - The C(K8S_AUTH_*) variables that apply beside a kubeconfig (O(kubeconfig)) apply to it too; the
+        two-cluster playbooks refuse C(K8S_AUTH_API_KEY) and C(K8S_AUTH_CONTEXT) for that reason.
     type: path
     required: true
 """

@@ -23,13 +23,14 @@ ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbo
 
 
 def playbook(book: str, inventory: str | None = None, /, *, check: bool = True, json_output: bool = False,
-             proc_timeout: float = 300, cli_flags: tuple = (), **extra) -> subprocess.CompletedProcess:
-    """Runs playbooks/<book>.yml with `extra` as extra vars (any name, `name` and `timeout` included) and
-    `cli_flags` (e.g. --check --diff); returns the process (stdout, stderr)."""
+             proc_timeout: float = 300, cli_flags: tuple = (), environ: dict | None = None,
+             **extra) -> subprocess.CompletedProcess:
+    """Runs playbooks/<book>.yml with `extra` as extra vars (any name, `name` and `timeout` included),
+    `cli_flags` (e.g. --check --diff) and `environ` added to its environment; returns the process (stdout, stderr)."""
     argv = [ANSIBLE_PLAYBOOK, os.path.join(PLAYBOOKS, book + ".yml"), "-e", json.dumps(extra), *cli_flags]
     if inventory:
         argv[1:1] = ["-i", inventory]
-    env = ansible_env({"ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json"} if json_output else {})
+    env = ansible_env(dict({"ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json"} if json_output else {}, **(environ or {})))
     proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=proc_timeout, check=False)
     if check and proc.returncode != 0:
         raise AssertionError(f"{book} failed ({proc.returncode}):\n{proc.stdout[-6000:]}\n{proc.stderr[-3000:]}")

@@ -1,7 +1,8 @@
 """Against lab kube-apiservers: kubeconfigs as real clusters hand them out (a client
 certificate; an exec credential plugin) run `install` and `connect`; a cluster without Liqo's identity ConfigMap
-gets one from `install` (a UUID, never changed afterwards, and a friendly name); an unreachable apiserver and a
-missing or malformed kubeconfig fail with one message naming the URL, the kubeconfig and the context."""
+gets one from `install` (a UUID, never changed afterwards, and a friendly name); without -e kubeconfig the playbooks
+take the local cluster from kubernetes.core's K8S_AUTH_* variables; an unreachable apiserver, a missing or malformed
+kubeconfig and refused credentials (401) fail with one message naming the URL, the kubeconfig and the context."""
 import json
 import os
 import shutil
@@ -14,7 +15,7 @@ import yaml
 
 from tests.ansible_run import VENV_BIN, ansible_env
 from tests.conftest import require_root
-from tests.e2e.fabric import get, kubectl, playbook
+from tests.e2e.fabric import apply_yaml, get, kubectl, playbook
 from tests.lab import Lab
 from tests.lab.credentials import client_cert_kubeconfig, exec_kubeconfig
 
@@ -136,11 +137,98 @@ def _runs(path):
     return len(open(path, encoding="utf-8").read().split()) if os.path.exists(path) else 0
 
 
+# --- kubernetes.core's K8S_AUTH_* variables instead of -e kubeconfig ------------------------------------
+def k8s_auth(**variables):
+    """An environment giving a cluster through K8S_AUTH_<NAME> only: KUBECONFIG and every other K8S_AUTH_* of this
+    process empty (unset for the fabric, as for kubernetes.core)."""
+    env = {name: "" for name in os.environ if name.startswith("K8S_AUTH_")}
+    env.update({"KUBECONFIG": "", **{"K8S_AUTH_" + name: value for name, value in variables.items()}})
+    return env
+
+
+@pytest.fixture(scope="module")
+def bare_inventory(lab, tmp_path_factory):
+    """The lab's inventory without its clusters' kubeconfig variables: no host has a kubeconfig to fall back on."""
+    inventory = json.load(open(lab.inventory_path, encoding="utf-8"))
+    for group in inventory["all"]["children"].values():
+        del group["vars"]["kubeconfig"]
+    path = tmp_path_factory.mktemp("inventory") / "inventory.json"
+    path.write_text(json.dumps(inventory))
+    return str(path)
+
+
+def test_install_connect_disconnect_with_the_local_cluster_in_k8s_auth_kubeconfig(lab, bare_inventory):
+    """No -e kubeconfig: install, connect and disconnect take the local cluster from K8S_AUTH_KUBECONFIG (its
+    gateway host too, whose probe processes keep its Connection); the remote one from -e remote_kubeconfig."""
+    a, b = lab["a"], lab["b"]
+    env = k8s_auth(KUBECONFIG=a.kubeconfig)
+    playbook("install", environ=env, pod_cidr=a.pod_cidr, service_cidr=a.service_cidr, reserved=[a.underlay_cidr],
+             cluster_name="milan")
+    assert identity(a) == {"CLUSTER_ID": a.cluster_id, "CLUSTER_NAME": "milan"}
+    args = {"remote_kubeconfig": b.kubeconfig, "gateway_group": "cluster_a_gateway",
+            "remote_gateway_group": "cluster_b_gateway"}
+    proc = playbook("connect", bare_inventory, environ=env, **args, wait=True, wait_timeout=30)
+    assert "INFO   (local) Connection is established" in proc.stdout
+    for cluster in (a, b):
+        assert [c["status"]["value"] for c in get(cluster, "connections")] == ["Connected"], cluster.name
+    playbook("disconnect", bare_inventory, environ=env, **args, confirm="yes")
+    for cluster in (a, b):
+        for kind in ("gatewayclients", "gatewayservers", "publickeies", "connections"):
+            assert get(cluster, kind) == [], (cluster.name, kind)
+
+
+def test_k8s_auth_host_api_key_and_ca_for_a_one_cluster_playbook(lab, bare_inventory):
+    """K8S_AUTH_HOST + K8S_AUTH_API_KEY + K8S_AUTH_SSL_CA_CERT (no kubeconfig file at all): reconcile_ipam remaps a
+    new Configuration of that cluster. A two-cluster playbook refuses them by name (the token would reach the remote
+    cluster too), and one without -e remote_kubeconfig says the environment gives only the local cluster."""
+    a, b = lab["a"], lab["b"]
+    kubectl(a, "create", "namespace", "auth-env")
+    apply_yaml(a, json.dumps({
+        "apiVersion": "networking.liqo.io/v1beta1", "kind": "Configuration",
+        "metadata": {"name": "peer", "namespace": "auth-env", "labels": {"liqo.io/remote-cluster-id": "auth-env-peer"}},
+        "spec": {"remote": {"cidr": {"pod": [a.pod_cidr], "external": ["10.70.0.0/16"]}}}}))
+    env = k8s_auth(HOST=a.apiserver.url, API_KEY=a.apiserver.token, SSL_CA_CERT=a.apiserver.ca)
+    playbook("reconcile_ipam", environ=env)
+    remapped = get(a, "configurations", "auth-env")[0]["status"]["remote"]["cidr"]
+    assert remapped["pod"] and remapped["pod"] != [a.pod_cidr], remapped  # overlaps a's own pod CIDR: remapped
+
+    args = {"remote_kubeconfig": b.kubeconfig, "gateway_group": "cluster_a_gateway",
+            "remote_gateway_group": "cluster_b_gateway"}
+    proc = playbook("connect", bare_inventory, environ=env, check=False, **args)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "connect: K8S_AUTH_API_KEY: set, and the modules would apply it to remote_kubeconfig's cluster too" in out, out
+    proc = playbook("disconnect", bare_inventory, environ=k8s_auth(KUBECONFIG=a.kubeconfig), check=False, confirm="yes")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "is undefined" not in out
+    assert ("disconnect: remote_kubeconfig: missing (-e remote_kubeconfig=PATH, the remote cluster: the K8S_AUTH_* "
+            "variables, KUBECONFIG and ~/.kube/config give one cluster, the local one)") in out, out
+    assert get(a, "configurations", "auth-env")  # nothing written, nothing deleted
+
+
+def test_a_401_names_the_server_and_where_the_credentials_came_from(lab, tmp_path):
+    """A wrong token against the lab's kube-apiserver: the message names its URL and the kubeconfig and context, or
+    K8S_AUTH_HOST and K8S_AUTH_API_KEY, like the TLS and exec-plugin errors."""
+    a = lab["a"]
+    conf = yaml.safe_load(open(a.kubeconfig, encoding="utf-8"))
+    conf["users"][0]["user"]["token"] = "not-the-token"
+    wrong = tmp_path / "wrong-token.kubeconfig"
+    wrong.write_text(yaml.safe_dump(conf))
+    out = _cluster_info(str(wrong))
+    assert (f"the Kubernetes API at {a.apiserver.url} (kubeconfig '{wrong}', context '{conf['current-context']}') "
+            "refused the credentials (token): 401 Unauthorized to GET /api/v1/") in out, out
+    out = _cluster_info(None, k8s_auth(HOST=a.apiserver.url, API_KEY="not-the-token", SSL_CA_CERT=a.apiserver.ca))
+    assert (f"the Kubernetes API at {a.apiserver.url} (K8S_AUTH_HOST) refused the credentials (K8S_AUTH_API_KEY): "
+            "401 Unauthorized to GET /api/v1/") in out, out
+    assert "Traceback" not in out and "Kubernetes API error" not in out
+
+
 # --- errors (no lab needed) ----------------------------------------------------------------------
-def _cluster_info(kubeconfig):
-    proc = subprocess.run([os.path.join(VENV_BIN, "ansible"), "localhost", "-m", "liqo.fabric.cluster_info",
-                           "-a", json.dumps({"kubeconfig": kubeconfig})], capture_output=True, text=True, check=False,
-                          env=ansible_env({"ANSIBLE_LOCALHOST_WARNING": "false"}), timeout=120)
+def _cluster_info(kubeconfig, environ=None):
+    args = ["-a", json.dumps({"kubeconfig": kubeconfig})] if kubeconfig else []
+    proc = subprocess.run([os.path.join(VENV_BIN, "ansible"), "localhost", "-m", "liqo.fabric.cluster_info", *args],
+                          capture_output=True, text=True, check=False,
+                          env=ansible_env({"ANSIBLE_LOCALHOST_WARNING": "false", **(environ or {})}), timeout=120)
     assert proc.returncode != 0, proc.stdout
     return proc.stdout + proc.stderr
 

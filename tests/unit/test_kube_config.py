@@ -21,8 +21,9 @@ import pytest
 import yaml
 
 from ansible_collections.liqo.fabric.plugins.module_utils.kube import config as kube_config
-from ansible_collections.liqo.fabric.plugins.module_utils.kube.client import Kube, KubeError
-from ansible_collections.liqo.fabric.plugins.module_utils.kube.rest import Connection, KubeConfigError, Unreachable
+from ansible_collections.liqo.fabric.plugins.module_utils.kube.client import Kube, KubeError, with_kube
+from ansible_collections.liqo.fabric.plugins.module_utils.kube.rest import (
+    ApiError, Connection, KubeConfigError, Unauthorized, Unreachable)
 
 x509 = pytest.importorskip("cryptography.x509", reason="cryptography is needed to make test certificates")
 from cryptography.hazmat.primitives import hashes, serialization  # noqa: E402
@@ -412,9 +413,95 @@ def test_a_broken_kubeconfig_gives_one_error_naming_the_file(tmp_path, content, 
         Kube(str(path))
 
 
-def test_without_any_kubeconfig(monkeypatch):
-    with pytest.raises(KubeConfigError, match=r"no kubeconfig given \(kubeconfig option, K8S_AUTH_KUBECONFIG"):
+def test_without_any_cluster_every_place_looked_at_is_named():
+    with pytest.raises(KubeConfigError) as info:
         kube_config.load()
+    assert str(info.value) == ("no cluster given: no kubeconfig option, K8S_AUTH_KUBECONFIG, K8S_AUTH_HOST or "
+                               "KUBECONFIG, no ~/.kube/config, and not running in a pod with a service account")
+
+
+@pytest.mark.parametrize("env,expected", [
+    ({}, None),
+    ({"KUBECONFIG": "/k"}, ("/k", "KUBECONFIG")),
+    ({"KUBECONFIG": "/k", "K8S_AUTH_HOST": "https://h"}, (None, "K8S_AUTH_HOST")),
+    ({"KUBECONFIG": "/k", "K8S_AUTH_HOST": "https://h", "K8S_AUTH_KUBECONFIG": "/a:/b"}, ("/a:/b", "K8S_AUTH_KUBECONFIG")),
+    ({"K8S_AUTH_KUBECONFIG": ""}, None),  # empty is unset, as kubernetes.core reads it
+])
+def test_locate_takes_the_first_of_option_k8s_auth_kubeconfig_host_kubeconfig(monkeypatch, env, expected):
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert kube_config.locate("/given") == ("/given", "kubeconfig option")
+    if expected is None:
+        with pytest.raises(KubeConfigError, match="^no cluster given: no -e kubeconfig=PATH, K8S_AUTH_KUBECONFIG"):
+            kube_config.locate(None, "-e kubeconfig=PATH")
+    else:
+        assert kube_config.locate(None) == expected
+
+
+def test_locate_falls_back_to_the_home_kubeconfig(monkeypatch, tmp_path):
+    (tmp_path / ".kube").mkdir()
+    (tmp_path / ".kube" / "config").write_text("{}")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert kube_config.locate() == ("~/.kube/config", "~/.kube/config")
+
+
+# --- 401: the message names the server and where the credentials came from, as Unreachable's does ------
+def unauthorized(path=None):
+    with pytest.raises(Unauthorized) as info:
+        get(path)
+    assert info.value.status == 401 and isinstance(info.value, ApiError)
+    return str(info.value)
+
+
+def test_a_401_names_the_server_the_kubeconfig_its_context_and_the_credentials(pki, server, tmp_path, monkeypatch):
+    path = write_kubeconfig(tmp_path / "kc", server, {"token": "revoked"}, ca_extra(pki))
+    assert unauthorized(path) == ("the Kubernetes API at %s (kubeconfig '%s', context 'c') refused the credentials "
+                                  "(token): 401 Unauthorized to GET /version" % (server, path))
+    (tmp_path / "tok").write_text("revoked\n")
+    path = write_kubeconfig(tmp_path / "kc", server, {"tokenFile": "tok"}, ca_extra(pki))
+    assert "(kubeconfig '%s', context 'c') refused the credentials (tokenFile '%s')" % (path, tmp_path / "tok") \
+        in unauthorized(path)
+    monkeypatch.setenv("K8S_AUTH_KUBECONFIG", path)  # the variable that named the file is said too
+    assert ("at %s (kubeconfig '%s' (K8S_AUTH_KUBECONFIG), context 'c') refused" % (server, path)) in unauthorized()
+
+
+def test_a_401_with_k8s_auth_host_names_the_variables(pki, server, tmp_path, monkeypatch):
+    (tmp_path / "ca.crt").write_bytes(pem(pki["ca"][0]))
+    monkeypatch.setenv("K8S_AUTH_HOST", server)
+    monkeypatch.setenv("K8S_AUTH_API_KEY", "revoked")
+    monkeypatch.setenv("K8S_AUTH_SSL_CA_CERT", str(tmp_path / "ca.crt"))
+    assert unauthorized() == ("the Kubernetes API at %s (K8S_AUTH_HOST) refused the credentials (K8S_AUTH_API_KEY): "
+                              "401 Unauthorized to GET /version" % server)
+    # beside a kubeconfig, K8S_AUTH_API_KEY replaces its token: the message says which one was sent
+    path = write_kubeconfig(tmp_path / "kc", server, {"token": "fine"}, ca_extra(pki))
+    assert "(kubeconfig '%s', context 'c') refused the credentials (K8S_AUTH_API_KEY)" % path in unauthorized(path)
+
+
+def test_a_401_after_a_fresh_exec_credential_names_the_plugin(pki, server, tmp_path):
+    exec_plugin(tmp_path, TOKEN_PLUGIN)
+    path = write_kubeconfig(tmp_path / "kc", server, exec_user(env={"TOKENS": "revoked,revoked"}), ca_extra(pki))
+    assert "context 'c') refused the credentials (exec plugin './plugin.py'): 401 Unauthorized" in unauthorized(path)
+    assert runs(tmp_path) == 2  # the plugin was asked once more before giving up
+
+
+def test_a_401_fails_a_module_with_that_message_alone(pki, server, tmp_path):
+    """with_kube (every API module): the message as it is, no 'Kubernetes API error' prefix nor traceback; a watch too."""
+    path = write_kubeconfig(tmp_path / "kc", server, {"token": "revoked"}, ca_extra(pki))
+
+    class Module:
+        check_mode = False
+        params = {"kubeconfig": path, "context": None, "assume": None}
+
+        def fail_json(self, **kwargs):
+            raise SystemExit(kwargs)
+
+    with pytest.raises(SystemExit) as info:
+        with_kube(Module(), lambda kube: kube.request("GET", "/x"))
+    assert info.value.args[0] == {"msg": "the Kubernetes API at %s (kubeconfig '%s', context 'c') refused the "
+                                         "credentials (token): 401 Unauthorized to GET /x" % (server, path)}
+    conn = Connection.load(path)
+    with pytest.raises(Unauthorized, match="refused the credentials \\(token\\): 401 Unauthorized to GET /w"):
+        conn.stream("/w")
 
 
 def test_unreachable_apiserver_names_url_kubeconfig_and_context(pki, tmp_path):

@@ -12,7 +12,7 @@ import copy
 import time
 
 from ansible_collections.liqo.fabric.plugins.module_utils.kube.client import KINDS
-from ansible_collections.liqo.fabric.plugins.module_utils.kube.rest import ApiError
+from ansible_collections.liqo.fabric.plugins.module_utils.kube.rest import ApiError, Unauthorized
 
 REDACTED = "VALUE_REDACTED"
 # metadata the apiserver maintains: it changes on every write and says nothing about the object
@@ -154,6 +154,8 @@ def diff_entry(before, after):
 
 
 def _error(obj, exc):
+    if isinstance(exc, Unauthorized):
+        return exc  # about the credentials, not the object: its own message names the server and kubeconfig
     return ApplyError("%s: %s (HTTP %s)" % (describe(obj), exc.message, exc.status))
 
 

@@ -11,7 +11,8 @@ import datetime
 import traceback
 
 from ansible_collections.liqo.fabric.plugins.module_utils.api.tenant_names import cluster_label
-from ansible_collections.liqo.fabric.plugins.module_utils.kube.rest import ApiError, Connection, KubeConfigError, Unreachable
+from ansible_collections.liqo.fabric.plugins.module_utils.kube.rest import (
+    ApiError, Connection, KubeConfigError, Unauthorized, Unreachable)
 
 ApiException = ApiError  # the name the API-side module_utils use
 
@@ -212,7 +213,7 @@ def with_kube(module, work, user_errors=()):
             return work(kube)
         finally:
             kube.close()
-    except (KubeError, Unreachable) + tuple(user_errors) as exc:
+    except (KubeError, Unreachable, Unauthorized) + tuple(user_errors) as exc:
         module.fail_json(msg=str(exc))
     except ApiError as exc:
         module.fail_json(msg="Kubernetes API error: %s" % exc, exception=traceback.format_exc())

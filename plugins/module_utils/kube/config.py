@@ -30,6 +30,7 @@ except ImportError:  # pragma: no cover - PyYAML ships with ansible-core
     yaml = None
 
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+IN_CLUSTER = "in-cluster service account"
 DEFAULT_KUBECONFIG = "~/.kube/config"
 EXPIRY_SKEW = datetime.timedelta(seconds=10)  # refresh a little before the plugin's deadline
 
@@ -91,6 +92,7 @@ class ClusterConfig:
         self.provider = provider  # callable returning a bearer token (auth-provider users)
         self.expiry = None
         self.cluster_name = None  # the kubeconfig's name of the cluster, when it has one
+        self.token_source = "token"  # where a static token came from, for messages
         self._ssl = None
         self._lock = threading.Lock()
         if exec_spec is not None:
@@ -112,6 +114,20 @@ class ClusterConfig:
         if self.context:
             out += ", context '%s'" % self.context
         return out
+
+    def credentials(self):
+        """Which credentials the requests carry, for messages (never their value)."""
+        if self.exec_spec is not None:
+            return "exec plugin '%s'" % self.exec_spec.get("command")
+        if self.provider is not None:
+            return "auth-provider"
+        if self.token:
+            return self.token_source
+        if self.cert_pem:
+            return "client certificate"
+        if self.basic:
+            return "basic auth, user '%s'" % self.basic[0]
+        return "none"
 
     @property
     def dynamic(self):
@@ -288,11 +304,12 @@ def _material(holder, data_key, file_key, base, where, what):
     return None
 
 
-def from_kubeconfig(paths, context=None):
-    """ClusterConfig of `context` (default current-context) in the kubeconfig file(s) `paths`."""
+def from_kubeconfig(paths, context=None, origin=None):
+    """ClusterConfig of `context` (default current-context) in the kubeconfig file(s) `paths`; `origin`, the
+    environment variable that named them, is said in messages."""
     if isinstance(paths, str):
         paths = [p for p in paths.split(os.pathsep) if p] or [paths]
-    label = "kubeconfig '%s'" % os.pathsep.join(paths)
+    label = "kubeconfig '%s'" % os.pathsep.join(paths) + (" (%s)" % origin if origin else "")
     merged = merge(paths)
     ctx_name = context or merged["current-context"]
     if not ctx_name:
@@ -321,12 +338,13 @@ def from_kubeconfig(paths, context=None):
         "cert_pem": _material(user, "client-certificate-data", "client-certificate", ubase, where, "client certificate"),
         "key_pem": _material(user, "client-key-data", "client-key", ubase, where, "client key"),
     }
-    token = user.get("token")
+    token, token_source = user.get("token"), "token"
     if not token and user.get("tokenFile"):
         token_path = os.path.join(ubase, os.path.expanduser(user["tokenFile"]))
         try:
             with open(token_path, encoding="utf-8") as f:
                 token = f.read().strip()
+            token_source = "tokenFile '%s'" % token_path
         except OSError as exc:
             raise KubeConfigError("%s: tokenFile '%s' cannot be read (%s)" % (where, token_path, exc.strerror))
     if token:
@@ -342,7 +360,7 @@ def from_kubeconfig(paths, context=None):
     elif user.get("username"):
         kwargs["basic"] = (user["username"], user.get("password") or "")
     cfg = ClusterConfig(cluster["server"], label, ctx_name, **kwargs)
-    cfg.cluster_name = ctx["cluster"]
+    cfg.cluster_name, cfg.token_source = ctx["cluster"], token_source
     return cfg
 
 
@@ -379,7 +397,9 @@ def in_cluster():
             ca = f.read()
     except OSError as exc:
         raise KubeConfigError("in-cluster service account: %s cannot be read (%s)" % (exc.filename, exc.strerror))
-    return ClusterConfig("https://%s:%s" % (host, port), "in-cluster service account", ca_data=ca, token=token)
+    cfg = ClusterConfig("https://%s:%s" % (host, port), IN_CLUSTER, ca_data=ca, token=token)
+    cfg.token_source = "service account token"
+    return cfg
 
 
 def _from_env_host(host):
@@ -395,30 +415,46 @@ def _from_env_host(host):
             raise KubeConfigError("K8S_AUTH_%s: %s '%s' cannot be read (%s)" % (name, what, path, exc.strerror))
     verify = _env_bool("VERIFY_SSL")
     username = _env("USERNAME")
-    return ClusterConfig(host, "K8S_AUTH_HOST", ca_data=read("SSL_CA_CERT", "CA"), insecure=verify is False,
-                         cert_pem=read("CERT_FILE", "client certificate"), key_pem=read("KEY_FILE", "client key"),
-                         token=_env("API_KEY"), basic=(username, _env("PASSWORD") or "") if username else None,
-                         proxy_url=_env("PROXY"))
+    cfg = ClusterConfig(host, "K8S_AUTH_HOST", ca_data=read("SSL_CA_CERT", "CA"), insecure=verify is False,
+                        cert_pem=read("CERT_FILE", "client certificate"), key_pem=read("KEY_FILE", "client key"),
+                        token=_env("API_KEY"), basic=(username, _env("PASSWORD") or "") if username else None,
+                        proxy_url=_env("PROXY"))
+    cfg.token_source = "K8S_AUTH_API_KEY"
+    return cfg
+
+
+def locate(kubeconfig=None, option="kubeconfig option"):
+    """Where load() takes the cluster from, without reading it: (kubeconfig path(s) or None, source). The first of
+    `kubeconfig` (source `option`), K8S_AUTH_KUBECONFIG, K8S_AUTH_HOST (None: no file), the in-cluster service account
+    (None), KUBECONFIG, ~/.kube/config. KubeConfigError naming every place it looked when there is none."""
+    if kubeconfig:
+        return kubeconfig, option
+    if _env("KUBECONFIG"):
+        return _env("KUBECONFIG"), "K8S_AUTH_KUBECONFIG"
+    if _env("HOST"):
+        return None, "K8S_AUTH_HOST"
+    if os.environ.get("KUBERNETES_SERVICE_HOST") and os.path.exists(os.path.join(SA_DIR, "token")):
+        return None, IN_CLUSTER
+    if os.environ.get("KUBECONFIG"):
+        return os.environ["KUBECONFIG"], "KUBECONFIG"
+    if os.path.exists(os.path.expanduser(DEFAULT_KUBECONFIG)):
+        return DEFAULT_KUBECONFIG, DEFAULT_KUBECONFIG
+    raise KubeConfigError("no cluster given: no %s, K8S_AUTH_KUBECONFIG, K8S_AUTH_HOST or KUBECONFIG, no %s, and not "
+                          "running in a pod with a service account" % (option, DEFAULT_KUBECONFIG))
 
 
 def load(kubeconfig=None, context=None):
     """The cluster's ClusterConfig, from the first of: `kubeconfig` (a path, or several joined by ':'),
     K8S_AUTH_KUBECONFIG, K8S_AUTH_HOST (+ K8S_AUTH_API_KEY, ...), the in-cluster service account, KUBECONFIG,
-    ~/.kube/config. `context` defaults to K8S_AUTH_CONTEXT, then the file's current-context."""
+    ~/.kube/config (locate). `context` defaults to K8S_AUTH_CONTEXT, then the file's current-context."""
     context = context or _env("CONTEXT")
-    path = kubeconfig or _env("KUBECONFIG")
-    if not path and _env("HOST"):
+    path, source = locate(kubeconfig)
+    if source == "K8S_AUTH_HOST":
         cfg = _from_env_host(_env("HOST"))
-    elif not path and os.environ.get("KUBERNETES_SERVICE_HOST") and os.path.exists(os.path.join(SA_DIR, "token")):
+    elif source == IN_CLUSTER:
         cfg = in_cluster()
     else:
-        path = path or os.environ.get("KUBECONFIG")
-        if not path:
-            if not os.path.exists(os.path.expanduser(DEFAULT_KUBECONFIG)):
-                raise KubeConfigError("no kubeconfig given (kubeconfig option, K8S_AUTH_KUBECONFIG, KUBECONFIG, %s) "
-                                      "and not running in a cluster" % DEFAULT_KUBECONFIG)
-            path = DEFAULT_KUBECONFIG
-        cfg = from_kubeconfig(path, context)
+        cfg = from_kubeconfig(path, context, source if source in ("K8S_AUTH_KUBECONFIG", "KUBECONFIG") else None)
     return _env_overrides(cfg)
 
 
@@ -430,5 +466,5 @@ def _env_overrides(cfg):
     if _env("PROXY") and not cfg.proxy_url:
         cfg.proxy_url, cfg.proxy = _env("PROXY"), _proxy(_env("PROXY"), cfg.where())
     if _env("API_KEY") and cfg.source != "K8S_AUTH_HOST":
-        cfg.token = _env("API_KEY")
+        cfg.token, cfg.token_source = _env("API_KEY"), "K8S_AUTH_API_KEY"
     return cfg

@@ -20,7 +20,7 @@ import urllib.parse
 from ansible_collections.liqo.fabric.plugins.module_utils.kube import config as kube_config
 from ansible_collections.liqo.fabric.plugins.module_utils.kube.config import KubeConfigError
 
-__all__ = ["ApiError", "Connection", "KubeConfigError", "Unreachable"]
+__all__ = ["ApiError", "Connection", "KubeConfigError", "Unauthorized", "Unreachable"]
 
 
 class ApiError(Exception):
@@ -48,6 +48,23 @@ class Unreachable(ApiError):
 
     def __str__(self):
         return self.reason
+
+
+class Unauthorized(ApiError):
+    """A 401: the apiserver refused the credentials. The message names the server, where the credentials came from
+    (kubeconfig and context, K8S_AUTH_HOST, ...) and their kind, as Unreachable's does."""
+
+    def __init__(self, config, body, method, path):
+        super().__init__(401, "Unauthorized", body, method, path)
+        self.args = ("the Kubernetes API at %s (%s) refused the credentials (%s): 401 Unauthorized to %s %s"
+                     % (config.server, config.where(), config.credentials(), method, path),)
+
+    def __str__(self):
+        return self.args[0]
+
+
+def _error(config, status, reason, body, method, path):
+    return Unauthorized(config, body, method, path) if status == 401 else ApiError(status, reason, body, method, path)
 
 
 class Connection:
@@ -176,7 +193,7 @@ class Connection:
             break
         decoded = _decode(raw)
         if not 200 <= resp.status < 300:
-            raise ApiError(resp.status, resp.reason, decoded, method, path)
+            raise _error(self.config, resp.status, resp.reason, decoded, method, path)
         return decoded if decoded is not None else {}
 
     def stream(self, path, query=None, timeout=None):
@@ -196,7 +213,7 @@ class Connection:
             conn.close()
             if resp.status == 401 and self.config.dynamic and self.config.refresh():
                 self._generation += 1
-            raise ApiError(resp.status, resp.reason, decoded, "GET", path)
+            raise _error(self.config, resp.status, resp.reason, decoded, "GET", path)
         return Stream(conn, resp, self)
 
     def close(self):
