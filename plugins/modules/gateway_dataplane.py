@@ -82,7 +82,7 @@ options:
   peer_key_trial:
     description:
       - Try a client's new peer key (a handshake within 5.5 s) before it replaces a live peer, and refuse it when
-        none comes. V(false) in a key rotation's adopt step (liqo.fabric.rotate_keys): the key is the peer's and
+        none comes. V(false) in a key rotation's adopt step (liqo.fabric.rotate_keys); the key is the peer's and
         already in use there, and the packets the peer queued for it must reach it at once.
     type: bool
     default: true
