@@ -15,7 +15,8 @@ from typing import Dict, List, Optional
 
 from controller.engine.feature import Feature
 from controller.library import gateway_key_rotation as kr
-from controller.library import gateway_plan, kube_client
+from controller.library import gateway_plan
+from controller.peer_clusters import PeerClusters
 from controller.watchmap import RESOURCES
 from controller.workqueue import PRIO_RESYNC
 
@@ -24,7 +25,6 @@ PREFIX = "rotate:"
 PLAYBOOK = "rotate_keys.yml"  # an entry point: at the top of playbooks/, never in playbooks/internal/
 INTERNAL_DIR = "internal"
 KINDS = ("GatewayServer", "GatewayClient")
-IDENTITY = ("liqo", "liqo-clusterid-configmap")
 
 
 def _f(**kw) -> dict:
@@ -47,15 +47,16 @@ class KeyRotation(Feature):
     name = "key rotation"
     key_prefix = PREFIX
 
-    def __init__(self, engine, playbook_dir: str, period: float = 10.0):
-        """playbook_dir: where the gateway kinds' playbook is; an internal one's (in-cluster) is playbooks/internal/."""
+    def __init__(self, engine, playbook_dir: str, period: float = 10.0, peers: Optional[PeerClusters] = None):
+        """playbook_dir: where the gateway kinds' playbook is; an internal one's (in-cluster) is playbooks/internal/.
+        peers: the served clusters by cluster id (shared with the mode's other features)."""
         self.engine = engine
+        self.peers = peers or PeerClusters(engine)
         playbook_dir = os.path.normpath(playbook_dir)
         if os.path.basename(playbook_dir) == INTERNAL_DIR:
             playbook_dir = os.path.dirname(playbook_dir)
         self.playbook = os.path.join(playbook_dir, PLAYBOOK)
         self.period = period               # seconds between checks of the rotation schedules
-        self._ids: Dict[str, str] = {}     # cluster name -> cluster id (read once)
         self._warned: Dict[str, str] = {}  # gateway -> the bad annotation value already logged
 
     def enabled(self) -> bool:
@@ -71,22 +72,9 @@ class KeyRotation(Feature):
     def process(self, cs, item) -> None:
         self.run(cs, item.key)
 
-    def cluster_id(self, cs) -> Optional[str]:
-        if cs.name not in self._ids:
-            cm = cs.api.get(RESOURCES["ConfigMap"], *IDENTITY)
-            cid = ((cm or {}).get("data") or {}).get("CLUSTER_ID")
-            if not cid:
-                return None
-            self._ids[cs.name] = cid
-        return self._ids[cs.name]
-
     def peer_of(self, gateway: dict) -> Optional[str]:
         """The name of the controller's cluster whose id the gateway's remote-cluster-id label names."""
-        want = ((gateway.get("metadata") or {}).get("labels") or {}).get(kube_client.REMOTE_CLUSTER_ID_LABEL)
-        for name, cs in self.engine.clusters.items():
-            if want and self.cluster_id(cs) == want:
-                return name
-        return None
+        return self.peers.peer_of(gateway)
 
     def due(self, cs, gateway: dict, now: datetime.datetime) -> dict:
         meta = gateway.get("metadata") or {}

@@ -2,7 +2,8 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The engine's three modes (one image, one engine: docs/in-cluster.md) and the features each registers.
 
-- controller: the API side (with --inventory also the agentless dataplane); a Lease per cluster; key rotation.
+- controller: the API side (with --inventory also the agentless dataplane); a Lease per cluster; the served clusters
+  as each other's peers (fabric_peer_kubeconfigs); key rotation.
 - node: the node agent: its own Node and the Pods on it, no Lease; the overlay re-pointed in process.
 - gateway: one gateway pod: its own GatewayServer/GatewayClient in its namespace, a Lease per gateway; gateway HA,
   live peer health, the standby's runs.
@@ -17,6 +18,7 @@ from controller.gateway_ha import GatewayHA
 from controller.gateway_standby import GatewayStandby
 from controller.key_rotation import KeyRotation
 from controller.node_repoint import NodeRepointFeature
+from controller.peer_clusters import PeerClusters
 from controller.peer_health import PeerHealthFeature
 
 
@@ -29,7 +31,8 @@ class ControllerMode(Mode):
         gw_entry = engine.by_kind.get("GatewayServer") or engine.by_kind.get("GatewayClient")
         if not (gw_entry and gw_entry.playbook):
             return []
-        return [KeyRotation(engine, os.path.dirname(gw_entry.playbook), period=self.key_rotation_check)]
+        peers = PeerClusters(engine)
+        return [peers, KeyRotation(engine, os.path.dirname(gw_entry.playbook), period=self.key_rotation_check, peers=peers)]
 
 
 class NodeMode(Mode):

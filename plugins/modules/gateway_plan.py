@@ -66,6 +66,19 @@ options:
         is built; a gateway that fails gets RV(gateways[].error) and is not ready. False for a teardown.
     type: bool
     default: true
+  peer_kubeconfigs:
+    description:
+      - Kubeconfigs of the peer clusters this host reaches, by cluster id (the controller serving several clusters
+        passes them). For each gateway whose C(liqo.io/remote-cluster-id) names one of them, the PublicKeys of that
+        cluster carrying the gateway's public key and a C(networking.liqo.io/mtu) annotation get the gateway's MTU
+        in it (a PublicKey without the annotation is left alone), and the MTU is compared with the peer gateway's
+        own C(spec.mtu) (the gateway of the other kind in that PublicKey's namespace) rather than with the
+        annotation of the peer's PublicKey here, which the peer's run may not have rewritten yet. So a change of
+        C(spec.mtu) on both gateways of a connection is seen as equal on both sides, and the annotation's change
+        reruns the peer's gateway under the controller.
+      - A peer cluster out of reach is no failure (see RV(peer_errors)); the plan keeps the annotation's view.
+    type: dict
+    default: {}
 notes:
   - With O(include_private_keys), failures still carry a message without secrets in C(msg); show it with a
     following M(ansible.builtin.assert) since C(no_log) hides the task's output.
@@ -129,6 +142,15 @@ gateways:
     status:
       description: Status fields the gateway resource publishes.
       type: dict
+peer_updates:
+  description: What was (or would be, in check mode) written in the peer clusters (O(peer_kubeconfigs)).
+  returned: always
+  type: list
+  elements: str
+peer_errors:
+  description: Why a peer cluster of O(peer_kubeconfigs) could not be read or written, by cluster id.
+  returned: always
+  type: dict
 private_keys:
   description: Private key of each gateway by interface name.
   returned: when O(include_private_keys=true)
@@ -138,6 +160,7 @@ private_keys:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.liqo.fabric.plugins.module_utils.gateway.api import gateway_plans
+from ansible_collections.liqo.fabric.plugins.module_utils.gateway.peer_mtu import follow_peers
 from ansible_collections.liqo.fabric.plugins.module_utils.kube.client import KUBE_ARG_SPEC, with_kube
 
 
@@ -153,6 +176,7 @@ def main():
             internal_cidr=dict(type="str", default="10.80.0.0/16"),
             include_private_keys=dict(type="bool", default=False),
             validate_manifests=dict(type="bool", default=True),
+            peer_kubeconfigs=dict(type="dict", default={}),
         ),
         supports_check_mode=True,
     )
@@ -162,7 +186,11 @@ def main():
     plans, keys, changed = with_kube(module, lambda kube: gateway_plans(
         kube, p["endpoint_address"], p["internal_cidr"], p["namespace"], p["name"], p["kinds"], module.check_mode,
         p["validate_manifests"]))
-    result = dict(changed=changed, gateways=plans)
+    peer_updates, peer_errors = follow_peers(plans, p["peer_kubeconfigs"], module.check_mode)
+    for cluster_id in sorted(peer_errors):
+        module.warn(peer_errors[cluster_id])
+    result = dict(changed=changed or bool(peer_updates), gateways=plans, peer_updates=peer_updates,
+                  peer_errors=peer_errors)
     if p["include_private_keys"]:
         result["private_keys"] = keys
     module.exit_json(**result)

@@ -4,7 +4,8 @@ The drift checks against a real netns (no lab cluster), then two lab clusters co
 `connect`, the controller run as its README says (default controller/watches.yaml, shipped playbooks, the lab
 inventory) with a short drift period, and one fault at a time, nobody running a playbook: each is detected by
 a drift check, repaired by a forced reconcile, and pod traffic across the clusters resumes. A drift check that
-cannot read a namespace marks the object Degraded (DriftCheckFailed) instead of passing.
+cannot read a namespace marks the object Degraded (DriftCheckFailed) instead of passing. On the same live
+connection, an MTU change on both gateways reconverges each way under the controller alone.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from tests.e2e.fabric import playbook, translate
 
 # engine fixtures (one-cluster lab, controller processes, test watch map)
 from tests.e2e.test_controller import (  # noqa: F401 # pylint: disable=unused-import
-    ControllerProc, controllers, engine_map, gateway_server, kube, lab1, wait_for)
+    ControllerProc, Kube, controllers, engine_map, gateway_server, kube, lab1, wait_for)
 
 DRIFT_PERIOD = 2.0
 GROUPS = dict(gateway_group="cluster_a_gateway", remote_gateway_group="cluster_b_gateway",
@@ -393,3 +394,91 @@ def test_resync_of_a_key_without_manifest_forces_a_run(fabric_lab, tmp_path):
         ctl2.stop()
         ctl2.reap_orphans()
         ctl.start()
+
+
+# ------------------------------------------------------------------------------ an MTU change on both gateways
+MTU_DEADLINE = 10.0   # seconds from the change to both Connections Connected at the new generation
+
+
+class Ends:
+    """Both ends of the connection: a's GatewayClient and b's GatewayServer, read through the API (a poll costs no
+    kubectl), with their gateway host and WireGuard interface (from the controller's manifests)."""
+
+    def __init__(self, lab):
+        self.ends = []
+        for cluster, kind in ((lab["a"], "GatewayClient"), (lab["b"], "GatewayServer")):
+            api = Kube(cluster.kubeconfig)
+            gw = api.list(kind)[0]["metadata"]
+            ns, iface = next((t["netns"], t["wireguard"][0]["name"]) for t in targets(cluster, "gateway"))
+            self.ends.append((cluster.name, api, kind, gw["namespace"], gw["name"], ns, iface))
+
+    def set_mtu(self, mtu):
+        for _c, api, kind, namespace, name, _ns, _if in self.ends:
+            api.patch(kind, namespace, name, {"spec": {"mtu": mtu}})
+
+    def state(self) -> list:
+        out = []
+        for cluster, api, kind, namespace, name, ns, iface in self.ends:
+            gw = api.get(kind, namespace, name)
+            conn = (api.get("Connection", namespace, name) or {}).get("status") or {}
+            cond = next((c for c in conn.get("conditions", []) if c["type"] == "Established"), {})
+            link = sh("ip", "-n", ns, "-j", "link", "show", iface, check=False).stdout
+            out.append({"cluster": cluster, "spec.mtu": gw["spec"].get("mtu"), "generation": gw["metadata"]["generation"],
+                        "link.mtu": json.loads(link)[0]["mtu"] if link.strip() else None, "value": conn.get("value"),
+                        "observedGeneration": cond.get("observedGeneration"), "reason": cond.get("reason"),
+                        "message": cond.get("message")})
+        return out
+
+    def settled(self, mtu) -> bool:
+        """Both ends run `mtu` (spec and interface), Connected with the Established condition of that generation."""
+        return all(e["spec.mtu"] == mtu and e["link.mtu"] == mtu and e["value"] == "Connected"
+                   and e["observedGeneration"] == e["generation"] for e in self.state())
+
+
+def _pod_pings(lab, size: int) -> tuple:
+    """(a -> b, b -> a): don't-fragment pings of `size` payload bytes between pods of non-gateway nodes."""
+    a, b = lab["a"], lab["b"]
+    pa, pb = a.nodes[1].pods[0], b.nodes[1].pods[0]
+    return (a.ping(pa.netns, translate(pb.ip, b.pod_cidr, remapped(a)), count=3, size=size),
+            b.ping(pb.netns, translate(pa.ip, a.pod_cidr, remapped(b)), count=3, size=size))
+
+
+def _forget_path_mtus(lab) -> None:
+    """The pods learned a smaller path MTU from the gateways' ICMP 'fragmentation needed' (kept 10 min): forgotten,
+    so that they use a larger MTU at once."""
+    for c in (lab["a"], lab["b"]):
+        sh("ip", "netns", "exec", c.nodes[1].pods[0].netns, "ip", "route", "flush", "cache")
+
+
+def test_an_mtu_change_on_both_gateways_reconverges(fabric_lab):
+    """spec.mtu 1340 -> 1300 -> 1340 on both gateways of the live connection, nobody running a playbook: each way
+    both Connections are Connected again at the gateways' new generation within MTU_DEADLINE, the WireGuard
+    interfaces at the new MTU; at 1300 pods ping each other across with 1,250-byte don't-fragment pings while
+    1,320- and 1,400-byte ones do not pass; at 1340 the 1,320-byte ones pass again."""
+    lab, ctl = fabric_lab
+    ends = Ends(lab)
+
+    def idle():
+        return all(ctl.metric(m) == 0 for m in ("liqo_fabric_queue_depth", "liqo_fabric_queue_running"))
+
+    def change(mtu):
+        # on a quiet controller: the runs the previous change started on both sides (the rewritten PublicKeys
+        # rerun both gateways once more) are over
+        wait_for(lambda: idle() and (time.sleep(0.5) or idle()), 60, "the controller idle", interval=0.2)
+        ends.set_mtu(mtu)
+        try:
+            wait_for(lambda: ends.settled(mtu), MTU_DEADLINE, f"both Connections Connected at MTU {mtu}", interval=0.2)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}: {ends.state()}") from None
+
+    assert ends.settled(1340), ends.state()
+    assert _pod_pings(lab, 1292) == (True, True)            # 1,320-byte packets fit the 1340 tunnel
+    try:
+        change(1300)
+        assert _pod_pings(lab, 1250) == (True, True), ends.state()
+        assert _pod_pings(lab, 1292) == (False, False)
+        assert _pod_pings(lab, 1400) == (False, False)
+    finally:
+        change(1340)
+    _forget_path_mtus(lab)
+    assert _pod_pings(lab, 1292) == (True, True)

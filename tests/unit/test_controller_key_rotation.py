@@ -1,12 +1,13 @@
 """The controller's choice of due key rotations (controller/key_rotation.py) over in-memory caches
 and a real WorkQueue: only annotated, due gateways whose peer cluster the controller serves are enqueued,
-locked with their cluster's gateway host; a bad period is ignored."""
+locked with their cluster's gateway host; a bad period is ignored. The served clusters as each other's peers
+(controller/peer_clusters.py): every run gets the others' kubeconfigs by cluster id."""
 from __future__ import annotations
 
 import datetime
 import types
 
-from controller import key_rotation
+from controller import key_rotation, peer_clusters
 from controller.workqueue import WorkQueue
 
 NOW = datetime.datetime(2026, 11, 25, 3, 0, 0, tzinfo=datetime.timezone.utc)
@@ -92,3 +93,37 @@ def test_the_rotation_playbook_is_the_entry_point_beside_an_internal_gateway_pla
     for where in (tmp_path, tmp_path / key_rotation.INTERNAL_DIR):
         kr = key_rotation.KeyRotation(eng, str(where))
         assert kr.playbook == str(tmp_path / key_rotation.PLAYBOOK) and kr.enabled()
+
+
+# ---- the served clusters as each other's peers (controller/peer_clusters.py), which key rotation uses too
+
+def test_each_run_gets_the_other_served_clusters_kubeconfigs_by_cluster_id(monkeypatch):
+    a, b, c = cluster("a", [], {}), cluster("b", [], {}), cluster("c", [], {})
+    for x in (a, b, c):
+        x.kubeconfig = f"/k/{x.name}"
+    c.kubeconfig = None      # in a cluster: the service account, nothing to hand to a playbook
+    monkeypatch.setitem(IDS, "c", "id-c")
+    eng = engine([a, b, c])
+    peers = peer_clusters.PeerClusters(eng)
+    assert peers.run_context(a) == ({"fabric_peer_kubeconfigs": {"id-b": "/k/b"}}, None)
+    assert peers.run_context(b) == ({"fabric_peer_kubeconfigs": {"id-a": "/k/a"}}, None)
+    assert peers.run_context(c) == ({"fabric_peer_kubeconfigs": {"id-a": "/k/a", "id-b": "/k/b"}}, None)
+    assert peers.peer_of(gw("x", "id-b")) == "b"
+    eng.mode = "node"
+    assert peers.run_context(a) == ({}, None)
+    one = engine([a])
+    assert peer_clusters.PeerClusters(one).run_context(a) == ({}, None)
+
+
+def test_a_cluster_whose_id_cannot_be_read_is_left_out_and_asked_again():
+    a, b = cluster("a", [], {}), cluster("b", [], {})
+    a.kubeconfig, b.kubeconfig = "/k/a", "/k/b"
+    good = b.api.get
+
+    def down(*args):
+        raise OSError("connection refused")
+    b.api.get = down
+    peers = peer_clusters.PeerClusters(engine([a, b]))
+    assert peers.run_context(a) == ({}, None)
+    b.api.get = good
+    assert peers.run_context(a) == ({"fabric_peer_kubeconfigs": {"id-b": "/k/b"}}, None)
