@@ -104,6 +104,8 @@ def _public_text_private(raw):
 
 
 def test_missing_user_secret_is_an_error_naming_the_field(lab):
+    """The gateway was built before: the refused change holds it (its tunnel runs on, the Connection stays with
+    the live probe) and the run fails naming the field."""
     b = lab["b"]
     server = get(b, "gatewayservers")[0]
     ref = ["gatewayservers.%s" % GROUP, server["metadata"]["name"], "-n", server["metadata"]["namespace"]]
@@ -111,10 +113,9 @@ def test_missing_user_secret_is_an_error_naming_the_field(lab):
     try:
         proc = _reconcile("b", lab, wait=2, check=False)
         out = proc.stdout + proc.stderr
-        assert proc.returncode != 0 and "spec.secretRef: Secret" in out and "absent" in out
-        cond = _established(_connection(b))
-        assert _connection(b)["status"]["value"] == "Error" and cond["reason"] == "SecretNotFound", cond
-        assert cond["message"].startswith("spec.secretRef")
+        assert proc.returncode != 0 and "spec.secretRef: Secret" in out and "absent" in out, out[-3000:]
+        assert "runs on as last built" in out, out[-3000:]
+        assert _connection(b)["status"]["value"] == "Connected", _established(_connection(b))
     finally:
         kubectl(b, "patch", *ref, "--type", "merge", "-p", json.dumps({"spec": {"secretRef": {"name": "my-keys"}}}))
         _reconcile("b", lab, wait=10)
