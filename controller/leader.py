@@ -7,7 +7,9 @@ has not changed for leaseDurationSeconds as observed on the candidate's own cloc
 assumptions). Writes carry the resourceVersion, so of two candidates only one wins. The holder renews
 every renew period; if it cannot renew within the lease duration it stops acting (is_leader() False)
 before anyone else may take over. A candidate given `holder_gone` also takes a live-looking Lease whose
-holder it knows to be going (a gateway's standby, when the active pod is being deleted).
+holder it knows to be going (a gateway's standby, when the active pod is being deleted). One given `owner` (an
+ownerReference, or None while it is not known) writes it into the Lease, so the garbage collector deletes the Lease
+with its owner (a gateway's Lease with the GatewayServer/GatewayClient).
 """
 from __future__ import annotations
 
@@ -33,7 +35,8 @@ class LeaderElector(threading.Thread):
     def __init__(self, api: ClusterAPI, identity: str, stop: threading.Event, name: str = "liqo-fabric-controller",
                  namespace: str = "liqo", duration: float = 15.0, renew: Optional[float] = None,
                  on_change: Optional[Callable[[bool], None]] = None, clock: Callable[[], float] = time.monotonic,
-                 retry: Optional[float] = None, holder_gone: Optional[Callable[[str], bool]] = None):
+                 retry: Optional[float] = None, holder_gone: Optional[Callable[[str], bool]] = None,
+                 owner: Optional[Callable[[], Optional[dict]]] = None):
         super().__init__(name=f"leader-{api.name}", daemon=True)
         self.api, self.identity, self.stop_event = api, identity, stop
         self.lease_name, self.namespace = name, namespace
@@ -44,6 +47,7 @@ class LeaderElector(threading.Thread):
         # holder identity -> True when the holder is known to be going (a gateway pod being deleted): its Lease
         # is taken at once instead of after its release or expiry
         self.holder_gone = holder_gone
+        self.owner = owner
         self.on_change = on_change
         self.clock = clock
         self._leader_until = 0.0     # we may act until this (monotonic) time
@@ -83,9 +87,11 @@ class LeaderElector(threading.Thread):
         lease = self.api.get(LEASE, self.namespace, self.lease_name)
         spec_new = {"holderIdentity": self.identity, "leaseDurationSeconds": int(max(1, round(self.duration))),
                     "renewTime": micro_time(now)}
+        owner = self.owner() if self.owner else None
         if lease is None:
             body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                    "metadata": {"name": self.lease_name, "namespace": self.namespace},
+                    "metadata": {"name": self.lease_name, "namespace": self.namespace,
+                                 **({"ownerReferences": [owner]} if owner else {})},
                     "spec": {**spec_new, "acquireTime": micro_time(now), "leaseTransitions": 0}}
             try:
                 self.api.request("POST", LEASE.path(self.namespace), body=body)
@@ -113,6 +119,10 @@ class LeaderElector(threading.Thread):
             new_spec["acquireTime"] = micro_time(now)
             new_spec["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + 1
         lease["spec"] = new_spec
+        refs = lease["metadata"].get("ownerReferences") or []
+        if owner and not any(r.get("uid") == owner["uid"] for r in refs):
+            # a Lease made before its owner was known (or by an older version): owned from this write on
+            lease["metadata"]["ownerReferences"] = refs + [owner]
         try:
             self.api.request("PUT", LEASE.path(self.namespace, self.lease_name), body=lease)
         except ApiError as exc:

@@ -20,6 +20,7 @@ from controller.key_rotation import KeyRotation
 from controller.node_repoint import NodeRepointFeature
 from controller.peer_clusters import PeerClusters
 from controller.peer_health import PeerHealthFeature
+from controller.watchmap import RESOURCES
 
 
 class ControllerMode(Mode):
@@ -76,6 +77,7 @@ class GatewayMode(Mode):
         self.standby_warmup_delay = standby_warmup_delay
         self.zygote_at_start = standby_warmup_delay <= 0
         self.ha: Optional[GatewayHA] = None
+        self._owner: Optional[dict] = None   # the gateway's ownerReference, once known (owner_reference)
 
     def field_selector(self, kind: str, label_selector: Optional[str]) -> Optional[str]:
         """Its own GatewayServer/GatewayClient."""
@@ -85,9 +87,21 @@ class GatewayMode(Mode):
         return True
 
     def lease(self, namespace: str) -> Lease:
-        # a standby takes a released Lease within 0.25 s (failover), and a holder's pod being deleted at once
+        # a standby takes a released Lease within 0.25 s (failover), and a holder's pod being deleted at once; the
+        # Lease is owned by the gateway, so the garbage collector deletes it with the gateway (the gateway's Role
+        # cannot delete it, and no pod of a deleted gateway is left to)
         return Lease(f"liqo-fabric-gateway-{self.gateway['name']}", self.gateway["namespace"], retry=0.25,
-                     holder_gone=self.ha.holder_pod_going if self.ha else None)
+                     holder_gone=self.ha.holder_pod_going if self.ha else None, owner=self.owner_reference)
+
+    def owner_reference(self, cs) -> Optional[dict]:
+        """The gateway's ownerReference, from the synced cache of its own object (None until it is there). Kept once
+        known: a standby that takes over while the gateway is being deleted, after it left the cache, makes a new
+        Lease owned by the deleted gateway, which the garbage collector deletes at once."""
+        kind, namespace, name = self.gateway["kind"], self.gateway["namespace"], self.gateway["name"]
+        uid = ((cs.obj(kind, f"{namespace}/{name}") or {}).get("metadata") or {}).get("uid")
+        if uid:
+            self._owner = {"apiVersion": RESOURCES[kind].api_version, "kind": kind, "name": name, "uid": uid}
+        return self._owner
 
     def run_vars(self) -> dict:
         return {"fabric_node": self.node_name}

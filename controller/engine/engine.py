@@ -160,7 +160,8 @@ class Engine:
             cs.leader = LeaderElector(
                 cs.api, self.identity, self.stop, name=lease.name, namespace=lease.namespace,
                 duration=lease_duration, on_change=lambda on, c=cs: self._leadership(c, on), retry=lease.retry,
-                holder_gone=(lambda h, c=cs: lease.holder_gone(c, h)) if lease.holder_gone else None)
+                holder_gone=(lambda h, c=cs: lease.holder_gone(c, h)) if lease.holder_gone else None,
+                owner=(lambda c=cs: lease.owner(c)) if lease.owner else None)
 
     def _leadership(self, cs: ClusterState, leading: bool) -> None:
         self.metrics.leader.labels(cs.name).set(1 if leading else 0)

@@ -17,6 +17,7 @@ class Lease:
     namespace: str
     retry: Optional[float] = None                        # seconds between looks at it (None: the elector's)
     holder_gone: Optional[Callable[..., bool]] = None    # (cs, holder identity) -> take it at once
+    owner: Optional[Callable[..., Optional[dict]]] = None  # (cs) -> the Lease's ownerReference (None: not known yet)
 
 
 class Mode:

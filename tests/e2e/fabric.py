@@ -255,3 +255,52 @@ class PingFlow:
         assert summary, out[-2000:] + err
         sent, replies = int(summary.group(1)) - 1, ping_replies(out)
         return sent, [seq for seq in range(1, sent + 1) if seq not in replies], ping_losses(out, sent)
+
+
+def wireguard_interfaces(lab) -> list[str]:
+    """The fabric's WireGuard interfaces on the lab's gateway hosts (their UAPI sockets are named after them)."""
+    return [line.split()[0].split("@")[0] for c in lab.clusters.values() for n in c.gateway_nodes
+            for line in netns.exec_in(n.netns, ["ip", "-br", "link"]).stdout.splitlines() if line.startswith("lwg")]
+
+
+def residue(lab, interfaces: list[str] = ()) -> dict:
+    """What the fabric could leave in a light lab after a disconnect: per node its links, nft tables, policy rules
+    and routes beyond the lab's own, the processes in its network namespace (wireguard-go, the health probes), the
+    health probes' state files; the UAPI sockets of `interfaces` (wireguard_interfaces before); per cluster the
+    gateways, Connections, PublicKeys and key Secrets. Only the entries that are not empty."""
+    out = {}
+    for c in lab.clusters.values():
+        for n in c.nodes:
+            ns = n.netns
+            routes = netns.exec_in(ns, ["ip", "route", "show", "table", "all"]).stdout.splitlines()
+            health = os.path.join(c.workdir, "health", ns)
+            out[f"{c.name}/{n.name}"] = {
+                "links": [ln.split()[0] for ln in netns.exec_in(ns, ["ip", "-br", "link"]).stdout.splitlines()
+                          if ln.startswith(("lwg", "lov"))],
+                "nft_tables": [t for t in netns.exec_in(ns, ["nft", "list", "tables"]).stdout.splitlines()
+                               if "lfgw_" in t or "liqo_fabric" in t],
+                "rules": [r for r in netns.exec_in(ns, ["ip", "rule"]).stdout.splitlines()
+                          if not any(w in r for w in ("lookup local", "lookup main", "lookup default"))],
+                "routes": [r for r in routes if " table " in r and " table local" not in r],
+                "processes": [_cmdline(p) for p in netns.pids_in_netns(ns)],
+                "health_files": sorted(os.listdir(health)) if os.path.isdir(health) else [],
+            }
+        gateway_keys = json.loads(kubectl(c, "get", "secrets", "-A", "-l", "networking.liqo.io/gateway-keys=true",
+                                          "-o", "json"))["items"]
+        out[c.name] = {kind: [o["metadata"]["name"] for o in get(c, kind)]
+                       for kind in ("gatewayservers", "gatewayclients", "connections", "publickeies")}
+        out[c.name]["key_secrets"] = [s["metadata"]["name"] for s in gateway_keys]
+    out["uapi_sockets"] = {"/var/run/wireguard": [e for e in _entries("/var/run/wireguard") if e.split(".")[0] in interfaces]}
+    return {where: {k: v for k, v in what.items() if v} for where, what in out.items() if any(what.values())}
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")[:160]
+    except OSError:
+        return f"{pid} (gone)"
+
+
+def _entries(path: str) -> list[str]:
+    return sorted(os.listdir(path)) if os.path.isdir(path) else []

@@ -50,6 +50,13 @@ def http_from_pod(cluster, pod: str, port: int, path: str) -> str:
     return kubectl(cluster, "exec", "-n", "liqo", pod, "--", "python3", "-c", code).stdout
 
 
+def fabric_leases(cluster, namespace: str = "", name: str = "") -> list[str]:
+    """`namespace/name` of the fabric's Leases (the controller's, each gateway's), or of the one named."""
+    leases = get_json(cluster, "leases", *(["-n", namespace] if namespace else ["-A"]))["items"]
+    return [f"{m['namespace']}/{m['name']}" for m in (x["metadata"] for x in leases)
+            if m["name"] == name or not name and m["name"].startswith("liqo-fabric-")]
+
+
 def controller_logs(cluster) -> list[dict]:
     out = []
     for p in pods(cluster, "liqo-fabric-controller"):
@@ -371,6 +378,9 @@ def test_deleting_the_gateways_removes_their_deployments_services_and_secrets(co
         left = kubectl(c, "get", "deployments,services,secrets,connections", "-n", "default", "-o", "name").stdout.split()
         assert not [x for x in left if x.endswith(f"gw-{name}") or x.endswith(f"wg-{name}-{name}")
                     or x.startswith("connection")], left
+        # the gateway's Lease is owned by the gateway: the garbage collector deletes it too
+        wait_for(lambda c=c, name=name: not fabric_leases(c, "default", f"liqo-fabric-gateway-{name}"), timeout=60,
+                 what=f"{c.name}: the Lease of gateway {name} gone")
 
 
 def test_delete_k_removes_it_all(installed):
@@ -388,6 +398,7 @@ def test_delete_k_removes_it_all(installed):
         left = kubectl(c, "get", "clusterroles,clusterrolebindings,rolebindings,serviceaccounts", "-A",
                        "-l", "app.kubernetes.io/part-of=liqo-fabric", "-o", "name").stdout
         assert left.strip() == "", left
+        assert fabric_leases(c) == []      # the controller's (in liqo) and every gateway's
         wait_for(lambda c=c: not [p for p in c.kube.core.list_pod_for_all_namespaces().items
                                   if p.spec.containers[0].image == fabric_image()], timeout=60,
                  what=f"{c.name}: no pod of the fabric's image left")

@@ -4,5 +4,6 @@
 """A gateway (GatewayServer / GatewayClient): the pure plan derived from its CRs (`plan.plan`), its Kubernetes
 side (`api`: CRs, key Secret, status and Connection), its keys from a user's Secret (`keys`) and their scheduled
 rotation (`key_rotation`), the WgGateway*Template rendering (`template`), the in-cluster controller and pod sides
-(`incluster`) and a gateway host's whole dataplane in one process (`dataplane`).
+(`incluster`), its deletion with or without the controller's finalizer run (`finalizer`) and a gateway host's whole
+dataplane in one process (`dataplane`).
 """
