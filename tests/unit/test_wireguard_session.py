@@ -96,3 +96,27 @@ def test_the_config_lock_serializes_writers_of_one_interface(tmp_path):
     holder.close()
     assert entered.wait(5)
     t.join(5)
+
+
+def _live_client(last_handshake=1000.0):
+    dev = DeviceState(private_key=b"\x01" * 32)
+    dev.peers[PUB_A] = PeerState(PUB_A, endpoint="192.168.77.2:51820", allowed_ips=["0.0.0.0/0"],
+                                 persistent_keepalive=25, last_handshake=last_handshake)
+    return dev
+
+
+def test_a_new_peer_key_is_tried_beside_the_live_peer_carrying_nothing():
+    text = render_uapi_set(wgs.trial_changes(_live_client(), PUB_B, "192.168.77.2:51820", now=1010.0))
+    assert text.split("\n") == ["set=1", "public_key=" + bytes(range(1, 33)).hex(), "endpoint=192.168.77.2:51820",
+                                "persistent_keepalive_interval=1", "replace_allowed_ips=true", "", ""], text
+
+
+def test_no_trial_without_a_live_session_to_protect_or_when_the_own_key_changes_too():
+    endpoint = "192.168.77.2:51820"
+    assert wgs.trial_changes(_live_client(), PUB_B, endpoint, now=1000.0 + wgs.LIVE_SESSION).empty()  # session over
+    assert wgs.trial_changes(_live_client(None), PUB_B, endpoint, now=1010.0).empty()      # never had one
+    assert wgs.trial_changes(_live_client(), PUB_A, endpoint, now=1010.0).empty()          # the same key
+    assert wgs.trial_changes(_live_client(), PUB_B, None, now=1010.0).empty()              # a server's peer
+    # the interface's own key changes in the same build: the peer expects the new one, the trial cannot use it
+    assert wgs.trial_changes(_live_client(), PUB_B, endpoint, now=1010.0, private_key=b"\x02" * 32).empty()
+    assert not wgs.trial_changes(_live_client(), PUB_B, endpoint, now=1010.0, private_key=b"\x01" * 32).empty()

@@ -171,13 +171,14 @@ def kick_handshake(iface, address, port=9):
 PEER_KEY_TRIAL = 5.5
 
 
-def _peer_key_refused(gw, check, trial=True):
+def _peer_key_refused(gw, spec, check, trial=True):
     """A client whose plan replaces the key of a live peer tries the new key first (wireguard/session.py
     try_peer_key): the refusal ({reason, message}) when it completes no handshake, else None."""
     peer = gw.get("peer") or {}
     if not trial or check or not peer.get("endpoint") or not os.path.isdir(os.path.join("/sys/class/net", gw["interface"])):
         return None
-    if try_peer_key(gw["interface"], peer["public_key"], peer["endpoint"], PEER_KEY_TRIAL) is not False:
+    if try_peer_key(gw["interface"], peer["public_key"], peer["endpoint"], PEER_KEY_TRIAL,
+                    private_key=spec.private_key) is not False:
         return None
     return {"reason": "PeerKeyRejected",
             "message": "the peer's new public key %s completed no handshake with %s in %.1f s: the live peer is kept "
@@ -190,7 +191,7 @@ def _build(gw, spec, check, nft, handover_wait=0.0, peer_key_trial=True):
     waited = wait_name_free(iface, handover_wait) if handover_wait and not check else 0.0
     out = {"interface": iface, "kind": gw.get("kind"), "name": gw.get("name"), "namespace": gw.get("namespace"),
            "handover_wait": round(waited, 3)}
-    refused = _peer_key_refused(gw, check, peer_key_trial)
+    refused = _peer_key_refused(gw, spec, check, peer_key_trial)
     if refused:  # nothing of this gateway is touched
         out.update(changed=False, refused=refused, writes=0)
         return out, []
