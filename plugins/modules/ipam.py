@@ -18,8 +18,10 @@ description:
   - State lives in the Kubernetes API, in a ledger ConfigMap C(liqo/liqo-fabric-ipam) written with its
     resourceVersion, so two concurrent allocators never hand out the same prefix; deleting a Configuration
     releases its prefixes on the next run.
-  - A Configuration that cannot be served (pools exhausted, invalid remote CIDR size) gets nothing allocated
-    and a C(False) condition whose reason and message name the field and the value.
+  - A Configuration that cannot be served (pools exhausted or too small, invalid remote CIDR size) gets a C(False)
+    condition whose reason and message name the field and the value. It keeps the allocation it holds, in the
+    ledger and in its status (a refused spec or pool change never takes a live connection down); one that never
+    had any gets nothing.
 author: liqo.fabric developers (@liqo-fabric)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes

@@ -93,6 +93,11 @@ def assert_untouched(lab, ping: PingFlow, before: dict) -> None:
     assert connection(lab["a"])["status"]["value"] == "Connected"
 
 
+def _patch(cluster, kind: str, obj: dict, patch: dict) -> None:
+    kubectl(cluster, "-n", obj["metadata"]["namespace"], "patch", f"{kind}.networking.liqo.io", obj["metadata"]["name"],
+            "--type", "merge", "-p", json.dumps(patch))
+
+
 def test_a_pool_too_small_for_the_live_peer_is_refused_and_the_allocation_kept(lab):
     a = lab["a"]
     (conf,) = get(a, "configurations")
@@ -125,28 +130,18 @@ def test_a_missing_template_on_a_live_gateway_is_refused_and_the_tunnel_kept(lab
     a = lab["a"]
     kind, gateway = the_gateway(a)
     field = "clientTemplateRef" if kind == "gatewayclients" else "serverTemplateRef"
-    name, ns = gateway["metadata"]["name"], gateway["metadata"]["namespace"]
     template = gateway["spec"][field]
     before = kernel_state(a)
     ping = flow(lab)
-
-    def point_to(ref):
-        kubectl(a, "-n", ns, "patch", f"{kind}.networking.liqo.io", name, "--type", "merge", "-p",
-                json.dumps({"spec": {field: ref}}))
     try:
-        point_to(dict(template, name="no-such-template"))
+        _patch(a, kind, gateway, {"spec": {field: dict(template, name="no-such-template")}})
         out = controller_runs(lab, expect_refusal=True)
         assert "no-such-template" in out and "runs on as last built" in out, out[-4000:]
     finally:
-        point_to(template)
+        _patch(a, kind, gateway, {"spec": {field: template}})
         assert_untouched(lab, ping, before)
     controller_runs(lab, expect_refusal=False)
     assert kernel_state(a) == before, differences(before, kernel_state(a))
-
-
-def _patch(cluster, kind: str, obj: dict, patch: dict) -> None:
-    kubectl(cluster, "-n", obj["metadata"]["namespace"], "patch", f"{kind}.networking.liqo.io", obj["metadata"]["name"],
-            "--type", "merge", "-p", json.dumps(patch))
 
 
 @pytest.mark.parametrize("kind, change, words", [

@@ -46,12 +46,8 @@ def apply(gateways, state, state_dir, kubeconfig=None, exclusive=False, check_mo
     if not state_dir or not os.path.isabs(state_dir):
         raise HealthError("state_dir: %r is not an absolute path" % (state_dir,))
     # a held gateway's probe runs on as it is (state present); a teardown stops it like any other
-    held = [gw["interface"] for gw in gateways or [] if isinstance(gw, dict) and gw.get("held")]
-    if state == "present":
-        gateways = [gw for gw in gateways or [] if gw.get("interface") not in held]
-    else:
-        gateways = [dict((k, v) for k, v in gw.items() if k != "held") if isinstance(gw, dict) else gw for gw in gateways or []]
-        held = []
+    held = [gw["interface"] for gw in gateways or [] if state == "present" and isinstance(gw, dict) and gw.get("held")]
+    gateways = [gw for gw in gateways or [] if not (isinstance(gw, dict) and gw.get("interface") in held)]
     specs = []
     for i, gw in enumerate(gateways):
         if state == "present":

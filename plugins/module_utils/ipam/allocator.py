@@ -549,8 +549,7 @@ class Ipam:
         for conf in sorted(configurations, key=_conf_sort_key):
             owner = configuration_owner(conf)
             spec = ((conf.get("spec") or {}).get("remote") or {}).get("cidr") or {}
-            status = dict((f, v[0] if isinstance(v, list) and len(v) == 1 else v) for f, v in
-                          ((((conf.get("status") or {}).get("remote") or {}).get("cidr")) or {}).items())
+            status = remote_status(conf.get("status"))
             try:
                 wanted = dict((f, self._check_remote(spec[f], "spec.remote.cidr.%s" % f)) for f in FIELDS if spec.get(f) is not None)
             except IpamError as exc:
@@ -594,6 +593,12 @@ class Ipam:
             if owner not in keep:
                 released.extend(self.release(owner))
         return released
+
+
+def remote_status(status):
+    """The remapped CIDRs a Configuration's status shows, {field: cidr} (v1beta1's list of one read as its CIDR)."""
+    cidr = ((status or {}).get("remote") or {}).get("cidr") or {}
+    return dict((f, v[0] if isinstance(v, list) and len(v) == 1 else v) for f, v in cidr.items() if v)
 
 
 def configuration_owner(conf):

@@ -17,7 +17,7 @@ import random
 import time
 
 from ansible_collections.liqo.fabric.plugins.module_utils.ipam.allocator import (
-    Ipam, IpamError, configuration_owner, one_cidr)
+    Ipam, IpamError, configuration_owner, one_cidr, remote_status)
 from ansible_collections.liqo.fabric.plugins.module_utils.kube.client import (
     ApiException, KubeError, set_condition)
 
@@ -117,12 +117,6 @@ def _compute(ledger_text, local, configurations, namespace=None):
     return ipam, results, released
 
 
-def _kept_cidrs(status):
-    """The remapped CIDRs a status shows, as {field: cidr}."""
-    cidr = ((status or {}).get("remote") or {}).get("cidr") or {}
-    return dict((f, v[0] if isinstance(v, list) and len(v) == 1 else v) for f, v in cidr.items() if v)
-
-
 def _desired_status(conf, outcome):
     """The status for an allocation ({field: remapped}) or a refusal (IpamError). A refusal keeps the allocation
     in use, `outcome.kept` (the status's own when the error has none: a bad local configuration, which leaves
@@ -131,7 +125,7 @@ def _desired_status(conf, outcome):
     generation = (conf.get("metadata") or {}).get("generation")
     if isinstance(outcome, IpamError):
         kept = getattr(outcome, "kept", None)
-        kept = _kept_cidrs(status) if kept is None else kept
+        kept = remote_status(status) if kept is None else kept
         message = str(outcome)
         if kept:
             status["remote"] = {"cidr": dict((f, [v]) for f, v in kept.items())}

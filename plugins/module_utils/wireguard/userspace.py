@@ -260,7 +260,7 @@ class UserspaceBackend(object):
             deadline = time.monotonic() + 3.0
             while self._served_here() and time.monotonic() < deadline:
                 time.sleep(0.01)
-            self._remove_files()
+            self._remove(self.leftovers())
         if ipr is not None:
             idx = ipr.link_lookup(ifname=self.ifname)
             if idx:
@@ -281,8 +281,9 @@ class UserspaceBackend(object):
             return []
         return [p for p in (self.sock_path, self.pid_path, self.log_path) if os.path.exists(p)]
 
-    def _remove_files(self):
-        for path in self.leftovers():
+    @staticmethod
+    def _remove(paths):
+        for path in paths:
             try:
                 os.unlink(path)
             except FileNotFoundError:
@@ -294,5 +295,5 @@ class UserspaceBackend(object):
             return bool(self.leftovers())
         with self.name_lock():
             found = self.leftovers()
-            self._remove_files()
+            self._remove(found)
         return bool(found)
