@@ -59,6 +59,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--debounce", type=float, default=0.1, help="seconds an event waits for more of the same key")
     p.add_argument("--drift-period", type=float, metavar="SECONDS",
                    help="seconds between drift checks of every entry with one (default: the watch map's `drift.period`)")
+    p.add_argument("--no-drift-events", action="store_true",
+                   help="drift checks on their period only, not also as the kernel reports a change (the watch map's "
+                        "`drift.events`)")
     p.add_argument("--resync-period", type=float, metavar="SECONDS",
                    help="seconds between resyncs of every entry with one (default: the watch map's `resync`)")
     p.add_argument("--key-rotation-check", type=float, default=10.0, metavar="SECONDS",
@@ -124,8 +127,9 @@ def clusters_from_args(args) -> dict:
     return clusters
 
 
-def override_periods(entries, drift_period=None, resync_period=None) -> list:
-    """The watch map's entries with --drift-period / --resync-period applied (entries that have one)."""
+def override_periods(entries, drift_period=None, resync_period=None, drift_events=True) -> list:
+    """The watch map's entries with --drift-period / --resync-period / --no-drift-events applied (entries that
+    have one)."""
     for name, value in (("--drift-period", drift_period), ("--resync-period", resync_period)):
         if value is not None and value < 1:
             raise SystemExit(f"{name}: {value} is below the 1 s minimum")
@@ -133,6 +137,8 @@ def override_periods(entries, drift_period=None, resync_period=None) -> list:
     for e in entries:
         if drift_period is not None and e.drift is not None:
             e = dataclasses.replace(e, drift=dataclasses.replace(e.drift, period=drift_period))
+        if not drift_events and e.drift is not None:
+            e = dataclasses.replace(e, drift=dataclasses.replace(e.drift, events=False))
         if resync_period is not None and e.resync > 0:
             e = dataclasses.replace(e, resync=resync_period)
         out.append(e)
@@ -218,7 +224,7 @@ def main(argv=None) -> int:
         entries = watchmap.load(args.watches, args.playbook_dir or os.path.join(args.collection_root, "playbooks"))
     except (OSError, watchmap.WatchMapError) as exc:
         raise SystemExit(f"--watches {args.watches}: {exc}")
-    entries = override_periods(entries, args.drift_period, args.resync_period)
+    entries = override_periods(entries, args.drift_period, args.resync_period, not args.no_drift_events)
     runtime = args.runtime_dir or os.path.join(os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir(),
                                                f"liqo-fabric-controller-{os.getuid()}-{os.getpid()}")
     metrics = Metrics()

@@ -41,6 +41,17 @@ NETNS_DIR = "/var/run/netns"
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
+def join_netns(netns: str) -> None:
+    """Moves the calling thread into the named network namespace."""
+    fd = os.open(os.path.join(NETNS_DIR, netns), os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        if _libc.setns(fd, CLONE_NEWNET) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"setns({netns}): {os.strerror(err)}")
+    finally:
+        os.close(fd)
+
+
 def in_netns(netns: Optional[str], fn: Callable, timeout: float = 10.0):
     """Runs fn() in a fresh thread that joined `netns` (None: the current one); returns its result."""
     box = {}
@@ -48,13 +59,7 @@ def in_netns(netns: Optional[str], fn: Callable, timeout: float = 10.0):
     def body():
         try:
             if netns:
-                fd = os.open(os.path.join(NETNS_DIR, netns), os.O_RDONLY)
-                try:
-                    if _libc.setns(fd, CLONE_NEWNET) != 0:
-                        err = ctypes.get_errno()
-                        raise OSError(err, f"setns({netns}): {os.strerror(err)}")
-                finally:
-                    os.close(fd)
+                join_netns(netns)
             box["result"] = fn()
         except BaseException as exc:  # pylint: disable=broad-except
             box["error"] = exc
@@ -230,6 +235,43 @@ def dataplane(manifest, context: Optional[dict] = None, kind: Optional[str] = No
         except (OSError, route_netlink.NetlinkError, TimeoutError) as exc:
             diffs.append(CheckFailure(f"{where}: check failed: {exc}"))
     return diffs
+
+
+def readable_here(target: dict) -> Optional[tuple]:
+    """(netns or None) when this process can read the target's kernel (same machine, a named namespace or its own),
+    else None."""
+    boot = _boot_id()
+    if target.get("boot_id") and boot and target["boot_id"] != boot:
+        return None
+    netns = target.get("netns")
+    if netns:
+        return (netns,) if os.path.exists(os.path.join(NETNS_DIR, netns)) else None
+    if target.get("host") or (target.get("netns_inode") and target["netns_inode"] != _own_netns_inode()):
+        return None
+    return (None,)
+
+
+def watch_points(manifest, with_pids: bool = True, run_dir: str = wireguard_userspace.RUN_DIR) -> dict:
+    """{network namespace (None: this process's): {pid: what}} of a manifest's targets this process can read: the
+    namespaces whose kernel notifications can tell a fault as it happens, and the processes whose exit can
+    (wireguard-go, the health probes)."""
+    out: dict = {}
+    for target in _as_list(manifest):
+        where = readable_here(target) if isinstance(target, dict) else None
+        if where is None:
+            continue
+        pids = out.setdefault(where[0], {})
+        if not with_pids:
+            continue
+        for spec in (_named(v) for v in _as_list(target.get("wireguard"))):
+            pid = wireguard_userspace.UserspaceBackend(spec["name"], run_dir).recorded_pid(same_netns=False)
+            if pid:
+                pids[pid] = f"wireguard-go of {spec['name']}"
+        for spec in _as_list(target.get("health")):
+            rec = phd.read_pidfile(spec.get("state_dir", ""), spec.get("interface", "")) if isinstance(spec, dict) else None
+            if rec:
+                pids[rec["pid"]] = f"the health probe of {spec.get('interface')}"
+    return out
 
 
 def gateway(manifest, context: Optional[dict] = None) -> List[str]:

@@ -82,6 +82,7 @@ class Drift:
     function: str
     period: float
     call: Callable = dataclasses.field(compare=False, repr=False, default=None)
+    events: bool = True     # also check as the kernel reports a change (controller/engine/fault_events.py)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -293,9 +294,15 @@ def _one_related(p: _EntryParse, w: str, r) -> Related:
 def _drift(p: _EntryParse, key: str, value) -> Drift:
     where = p.where(key)
     if not isinstance(value, dict) or "function" not in value:
-        raise WatchMapError(f"{where}: must be a mapping with function (and period)")
+        raise WatchMapError(f"{where}: must be a mapping with function (and period, events)")
+    unknown = sorted(set(value) - {"function", "period", "events"})
+    if unknown:
+        raise WatchMapError(f"{where}: unknown key(s) {unknown} (function, period, events)")
+    if not isinstance(value.get("events", True), bool):
+        raise WatchMapError(f"{where}.events: {value['events']!r} must be true or false")
     fn = resolve_callable(value["function"], f"{where}.function")
-    return Drift(value["function"], _number(value.get("period", 30), f"{where}.period", 1.0), fn)
+    return Drift(value["function"], _number(value.get("period", 30), f"{where}.period", 1.0), fn,
+                 value.get("events", True))
 
 
 def _modes(p: _EntryParse, key: str, value) -> tuple:

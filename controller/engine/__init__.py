@@ -10,7 +10,8 @@ dataplane manifests) and is put together from its parts, one file each:
 - what a work item becomes: executor.py (workers, dispatch, reconcile), run.py (a playbook run and its vars),
   record.py (applied hashes, manifests, outcome), conditions.py (status and Events), finalizers.py;
 - what runs periodically: loops.py (resync, drift, state flush, feature ticks), resync.py, drift_check.py,
-  state.py (the persisted state);
+  state.py (the persisted state); and as the kernel changes: fault_events.py (the drift checks of a namespace
+  its notifications name, through controller/kernel_events.py);
 - what a mode adds: mode.py (where a mode looks, its Lease, its run vars) and feature.py (the Feature protocol).
   controller/modes.py makes the three modes and registers their features (gateway HA, live peer health, node
   re-pointing, key rotation): no network logic lives in this package.

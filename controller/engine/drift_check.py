@@ -30,10 +30,11 @@ class DriftChecks:
         return next((e for e in self.engine.entries if e.drift is not None and e.playbook == first.playbook
                      and e.key == first.key and e.grouped and first.grouped), None)
 
-    def check(self, cs, entry: WatchEntry, keys: Optional[List[str]] = None) -> int:
+    def check(self, cs, entry: WatchEntry, keys: Optional[List[str]] = None, trigger: str = "period") -> int:
         """Runs the entry's drift check on its applied keys (or `keys`); enqueues a forced reconcile of each
         key whose kernel differs. A check that cannot read the kernel marks the key's objects Degraded
-        (reason DriftCheckFailed) instead of passing. Returns the number of keys enqueued."""
+        (reason DriftCheckFailed) instead of passing. `trigger` says what started it (the period, a resync, a
+        kernel notification). Returns the number of keys enqueued."""
         eng = self.engine
         with cs.lock:
             todo = [(k, m) for k, m in cs.manifests.items()
@@ -52,7 +53,8 @@ class DriftChecks:
             if drifted:
                 found += 1
                 eng.metrics.drift.labels(cs.name, entry.kind).inc()
-                log.info("drift detected", extra=fields(cluster=cs.name, key=key, differences=drifted[:10]))
+                log.info("drift detected", extra=fields(cluster=cs.name, key=key, differences=drifted[:10],
+                                                        trigger=trigger))
                 eng.reactor.consider(cs, key, PRIO_DRIFT, "drift: " + "; ".join(drifted[:3]), force=True)
         return found
 

@@ -16,6 +16,7 @@ from controller.engine import informers, loops
 from controller.engine.cluster import ClusterState
 from controller.engine.conditions import Conditions
 from controller.engine.drift_check import DriftChecks
+from controller.engine.fault_events import FaultEvents
 from controller.engine.executor import Executor
 from controller.engine.finalizers import Finalizers
 from controller.engine.inputs import Inputs
@@ -73,6 +74,7 @@ class Engine:
         self.conditions = Conditions()
         self.finalizers = Finalizers(self)
         self.drift = DriftChecks(self)
+        self.faults = FaultEvents(self)
         self.state = StateStore(self, state_configmap and self.mode_spec.persists_state)
         self._threads: List[threading.Thread] = []
         self.clusters = {name: ClusterState(name, kubeconfig) for name, kubeconfig in clusters.items()}
@@ -109,6 +111,8 @@ class Engine:
         threads = [(self.executor.worker, (), f"worker-{i}") for i in range(self.workers_n)]
         threads += [(loops.resync_loop, (self,), "resync"), (loops.drift_loop, (self,), "drift"),
                     (loops.state_loop, (self,), "state")]
+        if self.faults.entries():
+            threads.append((self.faults.loop, (), "fault-events"))
         for feature in self.features:
             period = feature.tick_period()
             if period > 0:

@@ -32,7 +32,7 @@ def resync(engine, cs, entry: Optional[WatchEntry] = None) -> tuple:
         if not checkable:
             continue
         if has_manifest:
-            enq += engine.drift.check(cs, e, keys=[k])
+            enq += engine.drift.check(cs, e, keys=[k], trigger="resync")
         elif not forced_before and engine.reactor.consider(cs, k, PRIO_RESYNC,
                                                            "resync: dataplane never checked (no manifest)",
                                                            force=True):

@@ -152,7 +152,7 @@ def run():
             ("every pod pair", lambda: icl.probe_every_pod_pair(lab, figures)),
             ("throughput", lambda: throughput(lab, figures)),
             ("verify with Services", lambda: verify_services(lab, figures)),
-            ("drift", lambda: icl.drift_injected_and_repaired(lab, figures)),
+            ("drift", lambda: icl.drift_faults_one_by_one(lab, figures)),
             ("node agent replaced", lambda: icl.node_agent_replaced_under_ping(lab, figures)),
             ("node added and removed", lambda: icl.node_added_and_removed(lab, figures)),
             ("client failover", lambda: icl.failover_to_the_standby(lab, "a", "client", figures)),

@@ -242,10 +242,12 @@ class PingFlow:
     the packets sent before the last one (which may be on its way when the ping is stopped: not a loss) and the
     ones of those without a reply."""
 
-    def __init__(self, ns: str, target: str, interval: float = 0.2):
+    def __init__(self, ns: str | None, target: str, interval: float = 0.2, enter: list[str] | None = None):
+        """From the lab netns `ns`, or through `enter` (an argv prefix such as nsenter's)."""
         self.target = target
-        self.proc = netns.popen_in(ns, ["ping", "-n", "-i", str(interval), "-W", "10", target],
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        argv = ["ping", "-n", "-i", str(interval), "-W", "10", target]
+        kw = dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(enter + argv, **kw) if enter else netns.popen_in(ns, argv, **kw)
 
     def stop(self) -> tuple[int, list[int], str]:
         """(packets sent before the last, the seqs of those without a reply, a description of the losses)."""
@@ -255,6 +257,15 @@ class PingFlow:
         assert summary, out[-2000:] + err
         sent, replies = int(summary.group(1)) - 1, ping_replies(out)
         return sent, [seq for seq in range(1, sent + 1) if seq not in replies], ping_losses(out, sent)
+
+
+def longest_gap(lost: list[int], interval: float = 0.2) -> float:
+    """The longest run of consecutive lost pings (PingFlow.stop's seqs), in seconds."""
+    longest = run = 0
+    for i, seq in enumerate(lost):
+        run = run + 1 if i and seq == lost[i - 1] + 1 else 1
+        longest = max(longest, run)
+    return round(longest * interval, 1)
 
 
 def wireguard_interfaces(lab) -> list[str]:

@@ -24,7 +24,7 @@ import time
 import yaml
 
 from tests.conftest import ROOT
-from tests.e2e.fabric import wait_for
+from tests.e2e.fabric import PingFlow, longest_gap, wait_for
 from tests.e2e import real_nodes
 from tests.e2e.real_nodes import kubectl, kubectl_binary
 from tests.lab import netns
@@ -601,56 +601,93 @@ PROC_PIDS = ("import os,sys\nfor p in os.listdir('/proc'):\n    try:\n"
              "    if p.isdigit() and c==sys.argv[1]: print(p)")
 
 
-def drift_injected_and_repaired(lab, figures: dict | None = None) -> None:
-    """Three faults at once, no run by hand: the routes of table 18952 flushed on a node of a (its node agent
-    repairs them), the NAT table of a's gateway pod flushed and wireguard-go killed in b's (the gateway pods'
-    drift checks); until all are repaired (150 s at most), both Connections Connected and pods talk again."""
+def pod_ping_flow(cluster, pod: str, target: str):
+    """5 pings a second from a pod (through its host PID: no kubectl per packet) while something happens."""
+    return PingFlow(None, target, enter=["nsenter", "-t", str(host_pid(cluster, pod)), "-n"])
+
+
+def drift_faults_one_by_one(lab, figures: dict | None = None) -> list[dict]:
+    """The five faults, one at a time, under 5 pings/s from a pod of a on a node that is not the gateway's to a pod of
+    b, no run by hand: a's gateway pod's NAT table flushed, wireguard-go killed in a's gateway pod (both repaired by
+    the gateway pod), the routes of table 18952 flushed, its policy rules deleted and the overlay link deleted on the
+    pod's node (repaired by its node agent). Each must be repaired, found by a kernel notification (the drift
+    check's trigger in the repairing pod's log), not by the 30 s period; returns a row per fault (found by,
+    repaired after, the pods' outage and lost pings)."""
     figures = {} if figures is None else figures
     a, b = lab["a"], lab["b"]
-    client, server = active_gateway(a, "client"), active_gateway(b, "server")
-    node = next(n for n in a.nodes if n.name != client.spec.node_name)
+    client = active_gateway(a, "client")
+    src = next(p for p in workload_pods(a) if p.spec.node_name != client.spec.node_name)
+    node = a.node(src.spec.node_name)
+    agent = next(p for p in ready_pods(a, "liqo-fabric-node-agent") if p.spec.node_name == node.name).metadata.name
+    view = get_json(a, "configurations", "dry-paper")["status"]["remote"]["cidr"]["pod"][0]
+    target = remapped(workload_pods(b)[0].status.pod_ip, view)
     nat = next(t.split()[-1] for t in kubectl(a, "exec", client.metadata.name, "--", "nft", "list", "tables").stdout.splitlines()
                if "lfgw_" in t)
 
-    def node_routes():
-        return netns.run(["ip", "netns", "exec", node.netns, "ip", "route", "show", "table", "18952"]).stdout
+    def on_node(*argv, check=True):
+        return netns.run(["ip", "netns", "exec", node.netns, *argv], check=check).stdout
+
+    def in_gateway(*argv):
+        return kubectl(a, "exec", client.metadata.name, "--", *argv, check=False).stdout
 
     def nat_rules():
-        out = kubectl(a, "exec", client.metadata.name, "--", "nft", "list", "table", "ip", nat, check=False).stdout
+        out = in_gateway("nft", "list", "table", "ip", nat)
         return out.count(" dnat ") + out.count(" snat ")
 
     def wg_pids():
-        return kubectl(b, "exec", server.metadata.name, "--", "python3", "-c", PROC_PIDS, "wireguard-go",
-                       check=False).stdout.split()
+        return in_gateway("python3", "-c", PROC_PIDS, "wireguard-go").split()
 
-    assert "via 10.80.0.1" in node_routes() and nat_rules() > 0 and wg_pids()
-    before_pid = wg_pids()
-    t0 = time.monotonic()
-    netns.run(["ip", "netns", "exec", node.netns, "ip", "route", "flush", "table", "18952"])
-    kubectl(a, "exec", client.metadata.name, "--", "nft", "flush", "table", "ip", nat)
-    kubectl(b, "exec", server.metadata.name, "--", "sh", "-c", "kill " + " ".join(before_pid))
-    assert "via 10.80.0.1" not in node_routes() and nat_rules() == 0
-    repaired = {}
-    checks = {"table 18952 of a node (node agent)": lambda: "via 10.80.0.1" in node_routes(),
-              "NAT table of a gateway pod": lambda: nat_rules() > 0,
-              "wireguard-go of a gateway pod": lambda: bool(wg_pids()) and wg_pids() != before_pid}
+    def overlay_links():
+        return [ln.split()[0].split("@")[0] for ln in on_node("ip", "-br", "link").splitlines() if ln.startswith("lovg")]
 
-    def all_repaired():
-        for what, ok in checks.items():
-            if what not in repaired and ok():
-                repaired[what] = round(time.monotonic() - t0, 1)
-        return len(repaired) == len(checks)
-    wait_for(all_repaired, timeout=150, interval=1, what=f"the drift repaired (so far: {repaired})")
-    for what, secs in repaired.items():
-        figures[f"drift repaired: {what} (s)"] = secs
+    def rules():
+        return [ln.split(":")[0] for ln in on_node("ip", "rule").splitlines() if "lookup 18952" in ln]
+
+    routes_before, rules_before, links_before = on_node("ip", "route", "show", "table", "18952"), rules(), overlay_links()
+    assert "via" in routes_before and rules_before and links_before and nat_rules() > 0 and wg_pids()
+    pids_before = wg_pids()
+    faults = [
+        ("flush the gateway pod's nft table", client.metadata.name,
+         lambda: kubectl(a, "exec", client.metadata.name, "--", "nft", "flush", "table", "ip", nat),
+         lambda: nat_rules() > 0),
+        ("kill wireguard-go in the gateway pod", client.metadata.name,
+         lambda: kubectl(a, "exec", client.metadata.name, "--", "sh", "-c", "kill -9 " + " ".join(pids_before)),
+         lambda: bool(wg_pids()) and wg_pids() != pids_before),
+        ("flush a node's table 18952", agent, lambda: on_node("ip", "route", "flush", "table", "18952"),
+         lambda: on_node("ip", "route", "show", "table", "18952") == routes_before),
+        ("delete a node's policy rules", agent,
+         lambda: [on_node("ip", "rule", "del", "priority", prio) for prio in rules_before],
+         lambda: sorted(rules()) == sorted(rules_before)),
+        ("delete a node's overlay link", agent, lambda: on_node("ip", "link", "del", links_before[0]),
+         lambda: overlay_links() == links_before),
+    ]
+    rows = []
+    for what, repairer, inject, repaired in faults:
+        wait_for(lambda: all(r.get("icmp") == "ok" for r in probe_from(a, src.metadata.name, [target]).values()),
+                 timeout=60, interval=1, what=f"pods talk before '{what}'")
+        seen = len([r for r in controller_logs_of(a, repairer, namespace="liqo" if repairer == agent else "default")
+                    if r.get("msg") == "drift detected"])
+        ping = pod_ping_flow(a, src.metadata.name, target)
+        try:
+            t0 = time.monotonic()
+            inject()
+            wait_for(repaired, timeout=60, interval=0.2, what=f"'{what}' repaired")
+            t_rep = time.monotonic() - t0
+            wait_for(lambda: all(r.get("icmp") == "ok" for r in probe_from(a, src.metadata.name, [target]).values()),
+                     timeout=60, interval=0.5, what=f"pods talk after '{what}'")
+            time.sleep(1.0)
+        finally:
+            sent, lost = ping.stop()[:2]
+        found = [r for r in controller_logs_of(a, repairer, namespace="liqo" if repairer == agent else "default")
+                 if r.get("msg") == "drift detected"][seen:]
+        rows.append({"fault": what, "found by": found[0].get("trigger") if found else None, "repaired": round(t_rep, 2),
+                     "outage": longest_gap(lost), "lost": f"{len(lost)} of {sent}"})
     for c in (a, b):
         wait_for(lambda c=c: connected_connections(c), timeout=90, what=f"{c.name}: Connection Connected again")
-    src = workload_pods(a)[0]
-    view = get_json(a, "configurations", "dry-paper")["status"]["remote"]["cidr"]["pod"][0]
-    targets = [remapped(p.status.pod_ip, view) for p in workload_pods(b)]
-    wait_for(lambda: all(r.get("icmp") == "ok" for r in probe_from(a, src.metadata.name, targets).values()),
-             timeout=90, interval=2, what="pods reach each other again after the repairs")
-    figures["faults injected -> pods reach each other again (s)"] = round(time.monotonic() - t0, 1)
+    for r in rows:
+        figures[f"drift: {r['fault']}: repaired after (s)"] = r["repaired"]
+        figures[f"drift: {r['fault']}: pod outage (s)"] = r["outage"]
+    return rows
 
 
 def node_agent_replaced_under_ping(lab, figures: dict | None = None) -> None:

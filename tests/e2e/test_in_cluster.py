@@ -28,7 +28,7 @@ from tests.lab.images import fabric_image
 # the scenarios' asserts are this module's: pytest's messages for them too
 pytest.register_assert_rewrite("tests.e2e.in_cluster_lab")
 from tests.e2e.in_cluster_lab import (  # noqa: E402  pylint: disable=wrong-import-position
-    DEPLOY, acting_controller, active_gateway, cluster_id, condition, connect, drift_injected_and_repaired,
+    DEPLOY, acting_controller, active_gateway, cluster_id, condition, connect, drift_faults_one_by_one,
     failover_to_the_standby, get_json, idle, install, iperf_paths, iperf_run, load_balancer_switch, mtu_mismatch_and_back,
     node_added_and_removed, node_agent_replaced_under_ping, pod_memory, pods, probe_every_pod_pair, ready_pods,
     tunnel_dropped_and_back, verify_rows, verify_services, wrong_public_key_and_back)
@@ -273,11 +273,14 @@ def test_node_agents_hold_the_overlay_of_their_own_node(connected, installed):
         assert len([l for l in links.splitlines() if l.startswith("lovn")]) == len(c.nodes), links
 
 
-def test_drift_is_repaired_by_the_node_agents_and_the_gateway_pods(connected, installed):
-    """Held-out style faults, all at once, no run by hand: the routes of table 18952 deleted on a node of a (its
-    node agent), the NAT table of a's gateway pod flushed and wireguard-go killed in b's (the gateway pods'
-    drift checks); each repaired, then pods talk again."""
-    drift_injected_and_repaired(installed)
+def test_drift_is_repaired_as_it_happens_by_the_node_agents_and_the_gateway_pods(connected, installed):
+    """Five faults, one at a time, no run by hand (the gateway pod's NAT table flushed, its wireguard-go killed, a
+    node's table 18952 flushed, its policy rules and its overlay link deleted): each repaired by the pod that owns
+    it, found by the kernel's notification of the change (the drift check's trigger), not by the periodic check;
+    pods talk again after each."""
+    rows = drift_faults_one_by_one(installed)
+    for r in rows:
+        assert r["found by"] not in (None, "period", "resync"), rows
 
 
 def test_a_node_agent_pod_deleted_comes_back_and_traffic_goes_on(connected, installed):

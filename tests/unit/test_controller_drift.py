@@ -126,3 +126,109 @@ def test_full_apply_only_when_forced_unrecorded_or_a_target_owner_left(force, st
     eng, cs = _engine_stub({"a/overlay": []} if stored else {})
     item = types.SimpleNamespace(key="a/overlay", force=force, reasons=reasons)
     assert full_apply(eng.by_kind, cs, item) is full
+
+
+def test_drift_events_are_on_by_default_and_switched_off_by_the_flag_or_the_watch_map():
+    entries = watchmap.load(watchmap.DEFAULT_PATH, os.path.join(ROOT, "playbooks"))
+    assert all(e.drift.events for e in entries if e.drift)
+    assert not any(e.drift.events for e in override_periods(entries, drift_events=False) if e.drift)
+    (entry,) = watchmap.parse([{"kind": "Node", "playbook": "/dev/null",
+                                "drift": {"function": "controller.drift:overlay", "events": False}}], None)
+    assert entry.drift.events is False
+    with pytest.raises(watchmap.WatchMapError, match=r"watches\[0\].drift.events: 'yes' must be true or false"):
+        watchmap.parse([{"kind": "Node", "playbook": "/dev/null",
+                         "drift": {"function": "controller.drift:overlay", "events": "yes"}}], None)
+    with pytest.raises(watchmap.WatchMapError, match=r"unknown key\(s\) \['perod'\]"):
+        watchmap.parse([{"kind": "Node", "playbook": "/dev/null",
+                         "drift": {"function": "controller.drift:overlay", "perod": 3}}], None)
+
+
+def test_watch_points_are_the_namespaces_this_process_can_read(tmp_path, monkeypatch):
+    """Named namespaces that exist, this process's own (no netns, or its inode), never another machine's or another
+    unnamed namespace; with the processes whose exit is a fault (a live health probe)."""
+    monkeypatch.setattr(drift, "NETNS_DIR", str(tmp_path))
+    (tmp_path / "n1").write_text("")
+    boot = drift._boot_id()
+    own = drift._own_netns_inode()
+    health = {"state_dir": str(tmp_path / "health"), "interface": "lwg0"}
+    os.makedirs(health["state_dir"])
+    with open(phd.paths(health["state_dir"], "lwg0")[0], "w", encoding="utf-8") as f:
+        json.dump({"pid": os.getpid(), "start": phd._start_time(os.getpid()), "config": "x"}, f)
+    manifest = [{"kind": "overlay", "netns": "n1", "boot_id": boot},
+                {"kind": "overlay", "netns": "gone", "boot_id": boot},
+                {"kind": "gateway", "boot_id": boot, "netns_inode": own, "health": [health]},
+                {"kind": "overlay", "boot_id": "another-machine"},
+                {"kind": "overlay", "netns_inode": own + 1},
+                {"kind": "overlay", "host": "remote.example"}]
+    assert drift.watch_points(manifest) == {"n1": {}, None: {os.getpid(): "the health probe of lwg0"}}
+    assert drift.watch_points(manifest, with_pids=False) == {"n1": {}, None: {}}
+
+
+class _Queue:
+    def __init__(self, busy=()):
+        self._busy = set(busy)
+
+    def busy(self, key):
+        return key in self._busy
+
+
+def _fault_engine(manifests, busy=()):
+    """An engine of one cluster with an overlay key and a gateway key, whose drift checks are recorded."""
+    from controller.engine.drift_check import DriftChecks  # pylint: disable=import-outside-toplevel
+    book = os.path.join(ROOT, "playbooks", "reconcile_overlay.yml")
+    entries = watchmap.parse([{"kind": "Node", "playbook": book, "key": "{cluster}/overlay",
+                               "drift": {"function": "controller.drift:overlay", "period": 30}},
+                              {"kind": "GatewayServer", "playbook": book,
+                               "drift": {"function": "controller.drift:gateway", "period": 30, "events": False}}],
+                             None)
+    assert all(e.enabled for e in entries), entries
+    cs = types.SimpleNamespace(name="a", lock=__import__("threading").RLock(), manifests=manifests,
+                               applied=set(manifests), failures={}, acting=lambda: True,
+                               key_entry={"a/overlay": entries[0], "a/GatewayServer/ns/gw": entries[1]})
+    checked = []
+    eng = types.SimpleNamespace(entries=entries, clusters={"a": cs}, queue=_Queue(busy))
+    eng.drift = DriftChecks(eng)
+    eng.drift.check = lambda c, e, keys=None, trigger="period": checked.append((e.kind, keys, trigger)) or 0
+    return eng, checked
+
+
+def test_a_notification_checks_the_keys_of_its_namespace_with_events_on(tmp_path, monkeypatch):
+    from controller.engine.fault_events import FaultEvents  # pylint: disable=import-outside-toplevel
+    monkeypatch.setattr(drift, "NETNS_DIR", str(tmp_path))
+    for ns in ("n1", "n2"):
+        (tmp_path / ns).write_text("")
+    manifests = {"a/overlay": [{"kind": "overlay", "netns": "n1"}, {"kind": "overlay", "netns": "n2"}],
+                 "a/GatewayServer/ns/gw": [{"kind": "gateway", "netns": "n1"}]}
+    eng, checked = _fault_engine(manifests)
+    faults = FaultEvents(eng)
+    assert set(faults.wanted()) == {"n1", "n2"}
+    faults.check("n1", "route deleted")
+    # the gateway entry has events off: its key waits for its period
+    assert checked == [("Node", ["a/overlay"], "n1: route deleted")]
+    assert not faults.pending
+
+
+def test_a_notification_during_a_run_of_its_key_is_checked_again_after(tmp_path, monkeypatch):
+    from controller.engine.fault_events import FaultEvents  # pylint: disable=import-outside-toplevel
+    monkeypatch.setattr(drift, "NETNS_DIR", str(tmp_path))
+    (tmp_path / "n1").write_text("")
+    eng = _fault_engine({"a/overlay": [{"kind": "overlay", "netns": "n1"}]}, busy={"a/overlay"})[0]
+    faults = FaultEvents(eng)
+    faults.check("n1", "link deleted")
+    assert list(faults.pending) == ["n1"]
+
+
+def test_a_burst_of_notifications_is_one_check_and_a_namespace_waits_its_interval():
+    from controller.engine import fault_events as fe  # pylint: disable=import-outside-toplevel
+    eng = types.SimpleNamespace(entries=[], clusters={})
+    faults = fe.FaultEvents(eng)
+    for _burst in range(50):
+        faults._notified("n1", "route deleted")
+    now = __import__("time").monotonic()
+    assert faults._due(now) == ([], pytest.approx(fe.SETTLE, abs=0.05))
+    due = faults._due(now + fe.SETTLE)[0]
+    assert due == [("n1", "route deleted")]
+    faults._notified("n1", "rule deleted")
+    due, wait = faults._due(now + fe.SETTLE + 0.2)
+    assert due == [] and wait == pytest.approx(fe.MIN_INTERVAL - 0.2, abs=0.01)
+    assert faults._due(now + fe.SETTLE + fe.MIN_INTERVAL)[0] == [("n1", "rule deleted")]
