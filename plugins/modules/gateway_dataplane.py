@@ -22,8 +22,9 @@ description:
   - V(state=absent) removes the listed gateways' rules, routes, NAT tables and interfaces (wireguard-go process
     and socket included); when they were the host's last gateways, the sysctls get back the values found before
     the first one (see O(sysctl_file)).
-  - A client whose plan gives its live peer (a handshake within the last 180 s) a new public key first adds the
-    new key beside it, carrying nothing, and waits up to 5.5 s for its handshake. When the handshake comes, the
+  - A gateway whose plan gives its live peer (a handshake within the last 180 s) a new public key first adds the
+    new key beside it, carrying nothing, and waits up to 5.5 s for its handshake (a client's at its configured
+    endpoint, a server's where the live peer's packets come from). When the handshake comes, the
     new key takes over with its session; when it does not (a PublicKey that is not the peer's), nothing of that
     gateway is touched, the task fails naming the key (RV(refused)) and the tunnel runs on with the live peer.
   - A second identical run writes nothing and reports no change.
@@ -81,7 +82,7 @@ options:
     default: 0
   peer_key_trial:
     description:
-      - Try a client's new peer key (a handshake within 5.5 s) before it replaces a live peer, and refuse it when
+      - Try a new peer key (a handshake within 5.5 s) before it replaces a live peer, and refuse it when
         none comes. V(false) in a key rotation's adopt step (liqo.fabric.rotate_keys); the key is the peer's and
         already in use there, and the packets the peer queued for it must reach it at once.
     type: bool

@@ -146,7 +146,7 @@ def run():
         show(figures, printed)
         # the e2e module's order: each scenario finds the lab as the earlier ones left it
         scenarios = [
-            ("wrong public key", lambda: icl.wrong_public_key_and_back(lab, figures)),
+            ("wrong public key", lambda: icl.wrong_public_key_held(lab, figures)),
             ("MTU mismatch", lambda: icl.mtu_mismatch_and_back(lab, figures)),
             ("tunnel dropped", lambda: icl.tunnel_dropped_and_back(lab, figures)),
             ("every pod pair", lambda: icl.probe_every_pod_pair(lab, figures)),

@@ -247,31 +247,48 @@ def connection_status(cluster) -> tuple:
     return st.get("value"), next((c for c in st.get("conditions") or []), {})
 
 
-def wrong_public_key_and_back(lab, figures: dict | None = None) -> None:
-    """The PublicKey of b's peer replaced by a wrong key until b's Connection is Error, NoHandshake, naming the
-    key; then the right key back until both Connections are Connected."""
+def wrong_public_key_held(lab, figures: dict | None = None) -> None:
+    """The PublicKey of b's peer replaced by a wrong key under 5 pings/s from a pod of a to a pod of b: b's gateway pod
+    (it runs the GatewayServer) tries the key, a handshake to where a's packets come from, gets none and refuses it
+    (its run fails with PeerKeyRejected naming the key) while the live peer carries on: no ping lost, b's Connection
+    Connected throughout. The right key back: the pod's next run succeeds and both Connections are Connected."""
     figures = {} if figures is None else figures
     a, b = lab["a"], lab["b"]
     ref = ["publickeies.networking.liqo.io", "from-a", "-n", "default"]
     good = get_json(b, *ref[:2])["spec"]["publicKey"]
     wrong = base64.b64encode(b"\x01" * 32).decode()
-
+    server = active_gateway(b, "server").metadata.name
+    src = workload_pods(a)[0].metadata.name
+    view = get_json(a, "configurations", "dry-paper")["status"]["remote"]["cidr"]["pod"][0]
+    ping = pod_ping_flow(a, src, remapped(workload_pods(b)[0].status.pod_ip, view))
+    seen = len(controller_logs_of(b, server, namespace="default"))
+    states = []
     t0 = time.monotonic()
-    kubectl(b, "patch", *ref, "--type", "merge", "-p", json.dumps({"spec": {"publicKey": wrong}}))
     try:
-        def wrong_key_reported():
-            value, cond = connection_status(b)
-            return value == "Error" and cond.get("reason") == "NoHandshake" and wrong in (cond.get("message") or "")
+        kubectl(b, "patch", *ref, "--type", "merge", "-p", json.dumps({"spec": {"publicKey": wrong}}))
+        try:
+            def refused():
+                states.append(connection_status(b)[0])
+                return [r for r in controller_logs_of(b, server, namespace="default")[seen:]
+                        if r.get("msg") == "playbook done" and r.get("result") == "failed"
+                        and wrong in (r.get("message") or "") and "completed no handshake" in r["message"]]
 
-        wait_for(wrong_key_reported, timeout=120, interval=1, what="b: Connection Error NoHandshake naming the wrong key")
-        figures["wrong public key applied -> Connection Error NoHandshake (s)"] = round(time.monotonic() - t0, 1)
+            wait_for(refused, timeout=120, interval=1, what="b's gateway pod refusing the wrong key (no handshake)")
+            figures["wrong public key applied -> refused by the gateway pod (s)"] = round(time.monotonic() - t0, 1)
+            time.sleep(3)
+            states.append(connection_status(b)[0])
+        finally:
+            kubectl(b, "patch", *ref, "--type", "merge", "-p", json.dumps({"spec": {"publicKey": good}}))
+        t1 = time.monotonic()
+        for c in (a, b):
+            wait_for(lambda c=c: connected_connections(c), timeout=120, interval=1,
+                     what=f"{c.name}: Connection Connected with the right key back")
+        figures["right public key back -> both Connected (s)"] = round(time.monotonic() - t1, 1)
     finally:
-        kubectl(b, "patch", *ref, "--type", "merge", "-p", json.dumps({"spec": {"publicKey": good}}))
-    t1 = time.monotonic()
-    for c in (a, b):
-        wait_for(lambda c=c: connected_connections(c), timeout=120, interval=1,
-                 what=f"{c.name}: Connection Connected with the right key back")
-    figures["right public key back -> both Connected (s)"] = round(time.monotonic() - t1, 1)
+        sent, lost = ping.stop()[:2]
+    figures["pings lost while a wrong public key was refused"] = f"{len(lost)} of {sent}"
+    assert set(states) == {"Connected"}, states
+    assert sent >= 10 and not lost, (sent, lost)
 
 
 def mtu_mismatch_and_back(lab, figures: dict | None = None) -> None:

@@ -31,7 +31,7 @@ from tests.e2e.in_cluster_lab import (  # noqa: E402  pylint: disable=wrong-impo
     DEPLOY, acting_controller, active_gateway, cluster_id, condition, connect, drift_faults_one_by_one,
     failover_to_the_standby, get_json, idle, install, iperf_paths, iperf_run, load_balancer_switch, mtu_mismatch_and_back,
     node_added_and_removed, node_agent_replaced_under_ping, pod_memory, pods, probe_every_pod_pair, ready_pods,
-    tunnel_dropped_and_back, verify_rows, verify_services, wrong_public_key_and_back)
+    tunnel_dropped_and_back, verify_rows, verify_services, wrong_public_key_held)
 
 SA_CONTROLLER = "system:serviceaccount:liqo:liqo-fabric-controller"
 SA_AGENT = "system:serviceaccount:liqo:liqo-fabric-node-agent"
@@ -195,10 +195,11 @@ def test_wireguard_go_runs_inside_the_gateway_pods_own_netns(connected, installe
             assert [r["kind"] for r in obj["metadata"]["ownerReferences"]] == ["Gateway" + name.capitalize()], obj["metadata"]
 
 
-def test_a_wrong_public_key_ends_in_error_with_the_reason(connected, installed):
-    """As in the agentless path: the PublicKey of b's peer replaced by a wrong key, b's Connection turns Error,
-    NoHandshake, naming the key (written by the gateway pod's run); the right key back, Connected again."""
-    wrong_public_key_and_back(installed)
+def test_a_wrong_public_key_is_refused_and_the_live_peer_kept(connected, installed):
+    """As in the agentless path: the PublicKey of b's peer (b runs the server) replaced by a wrong key is tried
+    and refused by b's gateway pod (PeerKeyRejected naming the key) under pings between pods: none lost, b's
+    Connection Connected throughout; the right key back, both Connected."""
+    wrong_public_key_held(installed)
 
 
 def test_an_mtu_mismatch_ends_in_error_with_the_reason(connected, installed):

@@ -111,12 +111,20 @@ def test_a_new_peer_key_is_tried_beside_the_live_peer_carrying_nothing():
                                 "persistent_keepalive_interval=1", "replace_allowed_ips=true", "", ""], text
 
 
+def test_a_server_tries_the_new_key_where_the_live_peers_packets_come_from():
+    server = _live_client()
+    server.peers[PUB_A].endpoint = "192.168.77.9:40001"      # the client's address as WireGuard last saw it
+    text = render_uapi_set(wgs.trial_changes(server, PUB_B, None, now=1010.0))
+    assert "endpoint=192.168.77.9:40001" in text.split("\n"), text
+    server.peers[PUB_A].endpoint = None                       # never heard from: nowhere to try
+    assert wgs.trial_changes(server, PUB_B, None, now=1010.0).empty()
+
+
 def test_no_trial_without_a_live_session_to_protect_or_when_the_own_key_changes_too():
     endpoint = "192.168.77.2:51820"
     assert wgs.trial_changes(_live_client(), PUB_B, endpoint, now=1000.0 + wgs.LIVE_SESSION).empty()  # session over
     assert wgs.trial_changes(_live_client(None), PUB_B, endpoint, now=1010.0).empty()      # never had one
     assert wgs.trial_changes(_live_client(), PUB_A, endpoint, now=1010.0).empty()          # the same key
-    assert wgs.trial_changes(_live_client(), PUB_B, None, now=1010.0).empty()              # a server's peer
     # the interface's own key changes in the same build: the peer expects the new one, the trial cannot use it
     assert wgs.trial_changes(_live_client(), PUB_B, endpoint, now=1010.0, private_key=b"\x02" * 32).empty()
     assert not wgs.trial_changes(_live_client(), PUB_B, endpoint, now=1010.0, private_key=b"\x01" * 32).empty()

@@ -166,23 +166,25 @@ def kick_handshake(iface, address, port=9):
         return False
 
 
-# Seconds a client's new peer key has to complete a handshake before it replaces a live peer: the first
-# initiation goes at once, WireGuard's retry after 5 s (REKEY_TIMEOUT) covers one lost on the way.
+# Seconds a new peer key has to complete a handshake before it replaces a live peer: the first initiation goes
+# at once, WireGuard's retry after 5 s (REKEY_TIMEOUT) covers one lost on the way.
 PEER_KEY_TRIAL = 5.5
 
 
 def _peer_key_refused(gw, spec, check, trial=True):
-    """A client whose plan replaces the key of a live peer tries the new key first (wireguard/session.py
-    try_peer_key): the refusal ({reason, message}) when it completes no handshake, else None."""
+    """A gateway whose plan replaces the key of a live peer tries the new key first (wireguard/session.py
+    try_peer_key; a client at its configured endpoint, a server where the live peer's packets come from): the
+    refusal ({reason, message}) when it completes no handshake, else None."""
     peer = gw.get("peer") or {}
-    if not trial or check or not peer.get("endpoint") or not os.path.isdir(os.path.join("/sys/class/net", gw["interface"])):
+    if not trial or check or not peer.get("public_key") or not os.path.isdir(os.path.join("/sys/class/net", gw["interface"])):
         return None
-    if try_peer_key(gw["interface"], peer["public_key"], peer["endpoint"], PEER_KEY_TRIAL,
+    if try_peer_key(gw["interface"], peer["public_key"], peer.get("endpoint"), PEER_KEY_TRIAL,
                     private_key=spec.private_key) is not False:
         return None
     return {"reason": "PeerKeyRejected",
             "message": "the peer's new public key %s completed no handshake with %s in %.1f s: the live peer is kept "
-                       "(is the PublicKey the peer's?)" % (peer["public_key"], peer["endpoint"], PEER_KEY_TRIAL)}
+                       "(is the PublicKey the peer's?)" % (peer["public_key"], peer.get("endpoint") or "the live peer's endpoint",
+                                                           PEER_KEY_TRIAL)}
 
 
 def _build(gw, spec, check, nft, handover_wait=0.0, peer_key_trial=True):

@@ -112,12 +112,14 @@ LIVE_SESSION = 180.0
 
 def trial_changes(dev, public_key, endpoint, now, private_key=None):
     """The DeviceChange adding `public_key` as a trial beside the interface's one live peer (a handshake within
-    LIVE_SESSION): no allowed IPs, so it carries nothing, and a 1 s keepalive, which sends its handshake at once.
-    Empty when there is no live session to protect, the key is already a peer, or the interface's own key is
-    about to change too (`private_key`, 32 bytes, differs: the peer expects the new one, which the trial cannot
-    use, and the change ends the live session anyway)."""
+    LIVE_SESSION): no allowed IPs, so it carries nothing, and a 1 s keepalive, which sends its handshake at once,
+    to `endpoint` (a client's configured one) or, for a server (None), to where the live peer's packets come from.
+    Empty when there is no live session to protect, the key is already a peer, no endpoint is known, or the
+    interface's own key is about to change too (`private_key`, 32 bytes, differs: the peer expects the new one,
+    which the trial cannot use, and the change ends the live session anyway)."""
     change = DeviceChange()
     live = [p for p in dev.peers.values() if p.last_handshake and now - p.last_handshake < LIVE_SESSION]
+    endpoint = endpoint or (live[0].endpoint if live else None)
     if len(dev.peers) != 1 or not live or public_key in dev.peers or not endpoint:
         return change
     if private_key is not None and dev.private_key != private_key:
@@ -128,13 +130,14 @@ def trial_changes(dev, public_key, endpoint, now, private_key=None):
 
 def try_peer_key(interface, public_key, endpoint, wait, run_dir=RUN_DIR, now=time.time, sleep=time.sleep,
                  private_key=None):
-    """Whether a new public key of a client's peer completes a handshake before it replaces the live peer.
+    """Whether a new public key of the peer completes a handshake before it replaces the live peer (`endpoint`:
+    a client's configured one; None for a server, which tries the live peer's).
 
     None: nothing to try (the interface is gone, its peer has no live session, the key is already there, or its
     own `private_key` changes in the same build).
     True: the trial peer completed a handshake within `wait` seconds; it stays (the build then gives it the
     allowed IPs and keeps its session, and removes the old peer). False: it did not; it is removed and the live
-    peer is left as it was. A wrong key (the server does not hold its private key) never completes one, so a
+    peer is left as it was. A wrong key (the peer does not hold its private key) never completes one, so a
     PublicKey replaced by mistake does not take the tunnel down."""
     if not _apply(interface, run_dir, lambda dev: trial_changes(dev, public_key, endpoint, now(), private_key)):
         return None
