@@ -25,6 +25,7 @@ setns(2), through the collection's module_utils (rtnetlink dump, libnftables, th
 from __future__ import annotations
 
 import ctypes
+import functools
 import ipaddress
 import os
 import threading
@@ -194,7 +195,9 @@ def check_target(target: dict, run_dir: str = wireguard_userspace.RUN_DIR) -> Li
     return diffs
 
 
+@functools.lru_cache(maxsize=1)
 def _boot_id() -> Optional[str]:
+    """This machine's boot id (it changes only with a reboot, which ends this process too)."""
     try:
         with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
             return f.read().strip()
