@@ -158,6 +158,16 @@ refused:
   returned: always
   type: dict
   sample: {"lwg1a2b3c4d": {"reason": "PeerKeyRejected", "message": "the peer's new public key ... completed no handshake ..."}}
+errors:
+  description:
+    - On a failure, the gateway objects (C(namespace/name)) a refusal belongs to, with its reason and message, so that
+      the controller's C(Degraded) condition of each says why; C({}) when the failure is no field of a gateway.
+    - C(PeerKeyRejected) (see RV(refused)); C(InvalidEndpoint) when a client's C(spec.endpoint.addresses) cannot be
+      used on this host (a name it cannot resolve). Nothing is written then, and a gateway built before runs on as
+      it is.
+  returned: failed
+  type: dict
+  sample: {"liqo-tenant-b/b": {"reason": "InvalidEndpoint", "message": "gateways[0] (lwg1a2b3c4d): spec.endpoint.addresses: cannot resolve host ..."}}
 probes:
   description: Probe result by interface (connected, reason, message, latency_ms, final), as M(liqo.fabric.tunnel_probe).
   returned: when state is present and not in check mode
@@ -235,7 +245,7 @@ def main():
                                            p["probe_wait"], p["sysctl_file"], p["handover_wait"],
                                            p["local_rule_priority"], p["probe"], p["peer_key_trial"])
     except gd.DataplaneError as e:
-        module.fail_json(msg=str(e))
+        module.fail_json(msg=str(e), errors=e.errors)
     except (WireGuardError, NetlinkError, gd.NftError, OSError) as e:
         module.fail_json(msg="gateway dataplane: %s" % e, exception=traceback.format_exc())
     if (result.get("wireguard_go") or {}).get("warning"):
@@ -247,7 +257,8 @@ def main():
     if module._diff:  # pylint: disable=protected-access
         result["diff"] = diffs
     if result["refused"]:
-        module.fail_json(msg="; ".join("%s: %s" % (i, r["message"]) for i, r in sorted(result["refused"].items())), **result)
+        module.fail_json(msg="; ".join("%s: %s" % (i, r["message"]) for i, r in sorted(result["refused"].items())),
+                         errors=gd.refusal_errors(result), **result)
     module.exit_json(**result)
 
 

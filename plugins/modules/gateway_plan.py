@@ -76,6 +76,9 @@ options:
         annotation of the peer's PublicKey here, which the peer's run may not have rewritten yet. So a change of
         C(spec.mtu) on both gateways of a connection is seen as equal on both sides, and the annotation's change
         reruns the peer's gateway under the controller.
+      - Only a ready gateway announces its MTU. A refused change (held, the tunnel runs on as last built) or a
+        gateway still waiting announces none, and a peer gateway whose own C(spec.mtu) is refused (C(InvalidMTU)) is
+        not compared with (the annotation's view stays).
       - A peer cluster out of reach is no failure (see RV(peer_errors)); the plan keeps the annotation's view.
     type: dict
     default: {}
@@ -120,6 +123,8 @@ gateways:
           built for it and no key Secret is created.
         - C(ConfigurationRefused) when the IPAM refused the current spec of the gateway's Configuration (its
           C(NetworkCIDRsConfigured) condition is C(False); it keeps the allocation in use).
+        - C(InvalidMTU) when C(spec.mtu) is not an integer from 576 to 9000 (the fabric's CRDs refuse it already;
+          Liqo's own bound nothing).
       type: dict
     held:
       description:

@@ -2,15 +2,18 @@
 
 Tables of Liqo-shaped (v1beta1) and seed-shaped (v1alpha1) fields -> what the gateway plan makes of them:
 ports/nodePorts lists, serviceType, loadBalancerIP, serviceLabels/serviceAnnotations, the client protocol,
-spec.secretRef (the user's keys, raw 32 bytes or base64 text), PublicKey matching under both labellings and
-Configurations without external / with list CIDRs.
+spec.secretRef (the user's keys, raw 32 bytes or base64 text), PublicKey matching under both labellings,
+Configurations without external / with list CIDRs, spec.mtu, and what the gateway host itself refuses (a server
+address it cannot resolve, a peer key that completes no handshake) naming the gateway object it belongs to.
 """
 import base64
 import copy
+import socket
 
 import pytest
 
 from ansible_collections.liqo.fabric.plugins.module_utils.gateway import api as gateway_api
+from ansible_collections.liqo.fabric.plugins.module_utils.gateway import dataplane as gateway_dataplane
 from ansible_collections.liqo.fabric.plugins.module_utils.gateway import incluster as gateway_incluster
 from ansible_collections.liqo.fabric.plugins.module_utils.gateway import plan as gw_mod
 from ansible_collections.liqo.fabric.plugins.module_utils.gateway.keys import GatewayKeyError, keys_from_secret
@@ -423,3 +426,66 @@ def test_a_configuration_the_ipam_refused_is_a_refusal_of_the_gateway():
     assert p["remote"]["pod_remapped"] == "10.71.0.0/16"
     conf["status"]["conditions"][0]["status"] = "True"
     assert _plan(_gateway(SERVER, {"ports": [51840]}), confs=[conf])["ready"]
+
+
+# ------------------------------------------------------------------------------------------------ spec.mtu
+
+CLIENT_ENDPOINT = {"addresses": ["10.42.3.54"], "ports": [32133]}
+
+
+@pytest.mark.parametrize("mtu, expected", [(576, 576), (1300, 1300), (9000, 9000), (None, 1340)],
+                         ids=["576", "1300", "9000", "absent"])
+def test_an_mtu_the_tunnel_can_use_is_honoured(mtu, expected):
+    gw = _gateway(CLIENT, CLIENT_ENDPOINT, mtu=mtu)
+    if mtu is None:
+        del gw["spec"]["mtu"]
+    p = _plan(gw)
+    assert p["ready"] and p["error"] is None and p["mtu"] == expected
+
+
+# Liqo's own CRDs bound spec.mtu nowhere (the fabric's say 576-9000): what they let through is refused by the plan
+@pytest.mark.parametrize("mtu", [575, 500, 0, -1, 9001, 65536, True, "1340"])
+def test_an_mtu_the_tunnel_cannot_use_is_refused_naming_the_field_and_the_value(mtu):
+    p = _plan(_gateway(CLIENT, CLIENT_ENDPOINT, mtu=mtu))
+    assert not p["ready"] and p["error"]["reason"] == "InvalidMTU", p["error"]
+    assert p["error"]["message"].startswith("spec.mtu: %r is not an MTU the tunnel can use" % mtu), p["error"]
+    assert "576" in p["error"]["message"] and "9000" in p["error"]["message"]
+    assert gw_mod.connection_value(p)[:2] == ("Error", "InvalidMTU")
+    assert "InvalidMTU" in gw_mod.REFUSAL_REASONS        # the run fails with it: the controller's Degraded says why
+
+
+def test_a_refused_mtu_holds_a_gateway_built_before():
+    """A live gateway whose spec.mtu is changed to one the tunnel cannot use keeps running as last built: nothing is
+    rebuilt from the refused spec and the overlay keeps routing through it."""
+    kube = _kube(_gateway(CLIENT, CLIENT_ENDPOINT, mtu=500))
+    kube.put(_connection({gateway_api.BUILT_ANNOTATION: "1"}))
+    plans, dummy, dummy2 = gateway_api.gateway_plans(kube, "192.0.2.10", "10.80.0.0/16", validate=False)
+    assert plans[0]["error"]["reason"] == "InvalidMTU" and not plans[0]["ready"] and plans[0]["held"]
+    assert [p["interface"] for p in gateway_api.built_gateways(kube, LOCAL, kube.list("Configuration"))] == [
+        plans[0]["interface"]]
+
+
+# ----------------------------------------------------------------------------- refused on the gateway host
+
+def test_an_endpoint_the_gateway_host_cannot_resolve_is_refused_naming_the_field(monkeypatch):
+    """A client's server address is resolved where the tunnel runs: a name that host cannot resolve is refused
+    before anything is written, naming the field and the value; the refusal belongs to the gateway object, so the
+    controller's Degraded condition carries its reason."""
+    def no_such_host(host, *args):
+        raise socket.gaierror(-2, "Name or service not known")
+    monkeypatch.setattr(socket, "getaddrinfo", no_such_host)
+    p = _plan(_gateway(CLIENT, {"addresses": ["no-such-host.invalid"], "ports": [32133]}))
+    assert p["ready"] and p["peer"]["endpoint"] == "no-such-host.invalid:32133"
+    with pytest.raises(gateway_dataplane.DataplaneError) as refused:
+        gateway_dataplane.validate([p], {p["interface"]: generate_keypair()[0]})
+    message = str(refused.value)
+    assert message.startswith("gateways[0] (%s): spec.endpoint.addresses: cannot resolve host 'no-such-host.invalid'"
+                              % p["interface"]), message
+    assert refused.value.errors == {"%s/gw" % NS: {"reason": "InvalidEndpoint", "message": message}}
+
+
+def test_a_peer_key_the_gateway_host_refused_belongs_to_its_gateway():
+    refusal = {"reason": "PeerKeyRejected", "message": "the peer's new public key K completed no handshake ..."}
+    result = {"gateways": [{"interface": "lwg1", "namespace": NS, "name": "gw", "refused": refusal},
+                           {"interface": "lwg2", "namespace": NS, "name": "other", "changed": False}]}
+    assert gateway_dataplane.refusal_errors(result) == {"%s/gw" % NS: refusal}

@@ -24,9 +24,9 @@ def gw(kind, name="a", ns="liqo-tenant-a", mtu=None, deleting=False):
     return {"kind": kind, "metadata": meta, "spec": {"mtu": mtu} if mtu else {}}
 
 
-def plan(mtu=1300, error=None, peer=True, kind="GatewayClient"):
+def plan(mtu=1300, error=None, peer=True, kind="GatewayClient", ready=True):
     return {"kind": kind, "mtu": mtu, "public_key": KEY, "remote_cluster_id": "id-b",
-            "peer": {"public_key": OTHER} if peer else None, "error": error}
+            "peer": {"public_key": OTHER} if peer else None, "error": error, "ready": ready}
 
 
 MISMATCH = {"reason": "MTUMismatch", "message": "spec.mtu: 1300 here but 1340 on the remote gateway (PublicKey b, ...)"}
@@ -73,6 +73,10 @@ def test_the_peer_gateway_is_the_other_kind_where_our_key_is(gateways, kind, exp
     (plan(error=MISMATCH), None, "MTUMismatch", "PublicKey b"),            # no peer gateway found: the annotation's view
     (plan(error={"reason": "AmbiguousPublicKey", "message": "m"}), gw("GatewayServer", mtu=1340), "AmbiguousPublicKey", "m"),
     (plan(error=None, peer=False), gw("GatewayServer", mtu=1340), None, None),   # no peer yet: nothing to compare
+    # the peer gateway refuses its own spec.mtu (Liqo's CRDs bound nothing) and runs on as last built: the
+    # annotation's view stays, no mismatch with a value no tunnel runs
+    (plan(mtu=1340, error=None), gw("GatewayServer", mtu=500), None, None),
+    (plan(error=MISMATCH), gw("GatewayServer", mtu=70000), "MTUMismatch", "PublicKey b"),
 ])
 def test_the_peer_gateways_mtu_decides_the_mismatch(p, peer, reason, words):
     out = peer_mtu.with_peer_mtu(p, peer)
@@ -113,3 +117,13 @@ def test_an_unreachable_peer_cluster_is_reported_not_raised(tmp_path):
     assert done == [] and list(errors) == ["id-b"] and missing in errors["id-b"]
     assert p["error"] == MISMATCH        # the annotation's view stays
     assert peer_mtu.follow_peers([p], {}) == ([], {})
+
+
+def test_a_refused_change_announces_no_mtu():
+    """A plan that is not ready (a refused change, held as last built, or one still waiting) builds nothing: the peer's
+    PublicKey of it keeps the MTU its tunnel runs, so the peer's Connection is not turned into an MTUMismatch."""
+    kube = PeerKube({"PublicKey": [pk("b")], "GatewayServer": [dict(gw("GatewayServer", mtu=1340), kind=None)]})
+    refused = plan(mtu=1340, ready=False, error={"reason": "InvalidMTU", "message": "spec.mtu: 500 is not an MTU ..."})
+    refused["mtu"] = 500
+    assert peer_mtu.follow_peer(kube, [refused]) == [] and kube.patches == []
+    assert refused["error"]["reason"] == "InvalidMTU"

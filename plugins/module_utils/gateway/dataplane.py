@@ -39,7 +39,27 @@ REQUIRED_PRESENT = ("mtu", "transit_address", "peer", "nat_tunnel", "mark", "rul
 
 
 class DataplaneError(ValueError):
-    """Bad input: the message names the gateway and the field."""
+    """Bad input: the message names the gateway and the field. `errors`: {namespace/name: {reason, message}} of the
+    gateway object whose field it is, when the refusal is one of that object's fields (the controller's Degraded
+    condition of the object carries the reason); {} otherwise."""
+
+    def __init__(self, message, gateway=None, reason=None):
+        super().__init__(message)
+        owner = _owner(gateway) if reason else None
+        self.errors = {owner: {"reason": reason, "message": message}} if owner else {}
+
+
+def _owner(gw):
+    """namespace/name of the gateway object a plan entry (or a per-gateway result) belongs to, or None."""
+    if isinstance(gw, dict) and gw.get("namespace") and gw.get("name"):
+        return "%s/%s" % (gw["namespace"], gw["name"])
+    return None
+
+
+def refusal_errors(result):
+    """{namespace/name: {reason, message}} of the gateways whose change this host refused (result["gateways"] entries
+    with `refused`, e.g. a peer key that completed no handshake): the task's per-object outcome."""
+    return dict((_owner(g), g["refused"]) for g in result.get("gateways") or [] if g.get("refused") and _owner(g))
 
 
 def _where(i, gw):
@@ -102,9 +122,26 @@ def validate(gateways, private_keys):
             routing.validate_table(gw["table"])
             routing.normalize_routes(_routes(gw))
             routing.normalize_rules(_rules(gw), [gw["table"]])
-        except (wg_errors.ValidationError, routing.ValidationError, nat.NatTableError) as e:
+        except wg_errors.ValidationError as e:
+            text = str(e)
+            if text.startswith(PEER_ENDPOINT + ":"):
+                raise _endpoint_refused(where, gw, text[len(PEER_ENDPOINT) + 1:]) from None
+            raise DataplaneError("%s: %s" % (where, e)) from None
+        except (routing.ValidationError, nat.NatTableError) as e:
             raise DataplaneError("%s: %s" % (where, e)) from None
     return specs
+
+
+# the peer's endpoint in _wg_params' one peer: a client's spec.endpoint (addresses[0]:port), resolved on this host
+PEER_ENDPOINT = "peers[0].endpoint"
+
+
+def _endpoint_refused(where, gw, why):
+    """The refusal of a client's spec.endpoint that this host cannot use (a name it cannot resolve): nothing is
+    written, and a gateway built before runs on as it is."""
+    built = os.path.isdir(os.path.join("/sys/class/net", gw["interface"]))
+    return DataplaneError("%s: spec.endpoint.addresses:%s%s" % (
+        where, why, " (refused: the gateway runs on as last built)" if built else ""), gw, "InvalidEndpoint")
 
 
 def _diff(header, before, after):

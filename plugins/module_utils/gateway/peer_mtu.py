@@ -17,7 +17,7 @@ A PublicKey without the annotation is left as it is (YAML a user keeps in Git)."
 
 from __future__ import annotations
 
-from ansible_collections.liqo.fabric.plugins.module_utils.gateway.plan import DEFAULT_MTU, KINDS, MTU_ANNOTATION
+from ansible_collections.liqo.fabric.plugins.module_utils.gateway.plan import KINDS, MTU_ANNOTATION, gateway_mtu
 from ansible_collections.liqo.fabric.plugins.module_utils.kube.client import Kube, KubeError
 from ansible_collections.liqo.fabric.plugins.module_utils.kube.rest import ApiError, Unreachable
 
@@ -56,16 +56,15 @@ def peer_gateway(public_keys, gateways, public_key, kind):
     return found[0] if len(found) == 1 else None
 
 
-def gateway_mtu(gateway):
-    return int((gateway.get("spec") or {}).get("mtu") or DEFAULT_MTU)
-
-
 def with_peer_mtu(plan_, peer):
     """The plan's error once the peer gateway (`peer`, a CR of the peer cluster, or None) is known: its spec.mtu
-    decides whether the MTUs differ. Any other error of the plan stays; a plan without a peer yet is left alone."""
+    decides whether the MTUs differ. Any other error of the plan stays; a plan without a peer yet is left alone, and
+    so is one whose peer gateway refuses its own spec.mtu (it runs on as last built: the annotation's view stays)."""
     if peer is None or not plan_.get("peer") or (plan_.get("error") and plan_["error"]["reason"] != MISMATCH):
         return plan_
     mtu = gateway_mtu(peer)
+    if mtu is None:
+        return plan_
     if str(mtu) == str(plan_["mtu"]):
         plan_["error"] = None
     else:
@@ -77,13 +76,16 @@ def with_peer_mtu(plan_, peer):
 
 
 def follow_peer(peer_kube, plans, check_mode=False):
-    """Announces each plan's MTU to the peer cluster of `peer_kube` and compares it with the peer gateway's (the
-    plans' errors are updated in place). Returns the lines written (or that would be, in check mode)."""
+    """Announces each ready plan's MTU to the peer cluster of `peer_kube` and compares it with the peer gateway's (the
+    plans' errors are updated in place). A plan that is not ready builds nothing: a refused change (held, the tunnel
+    runs on as last built) or one still waiting announces no MTU its tunnel does not run. Returns the lines written (or
+    that would be, in check mode)."""
     public_keys = peer_kube.list("PublicKey")
     gateways = [dict(g, kind=kind) for kind in KINDS for g in peer_kube.list(kind)]
     done = []
     for p in plans:
-        for namespace, name, old, patch in mtu_patches(public_keys, p.get("public_key"), p.get("mtu")):
+        announced = p.get("mtu") if p.get("ready") else None
+        for namespace, name, old, patch in mtu_patches(public_keys, p.get("public_key"), announced):
             done.append("PublicKey/%s/%s of cluster %s: %s %s -> %s" % (
                 namespace, name, p.get("remote_cluster_id"), MTU_ANNOTATION, old, p["mtu"]))
             if not check_mode:

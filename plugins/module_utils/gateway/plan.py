@@ -24,6 +24,9 @@ from ansible_collections.liqo.fabric.plugins.module_utils.kube.client import REM
 
 KINDS = {"GatewayServer": "Server", "GatewayClient": "Client"}
 DEFAULT_MTU = 1340
+# spec.mtu the tunnel accepts (the fabric's CRDs say so too; Liqo's own CRDs bound nothing): 576 is the smallest
+# datagram every IPv4 host must accept (RFC 791), 9000 the usual jumbo-frame MTU of the underlay
+MTU_RANGE = (576, 9000)
 DEFAULT_PORT = 51820
 KEEPALIVE = 25
 MTU_ANNOTATION = "networking.liqo.io/mtu"
@@ -128,7 +131,7 @@ def _one_port(endpoint, scalar, plural, where):
 SERVICE_TYPES = ("ClusterIP", "NodePort", "LoadBalancer")
 # Errors in the gateway's own fields (or its key Secret): the run fails for it, so the controller sets it Degraded
 REFUSAL_REASONS = ("InvalidEndpoint", "UnsupportedServiceType", "UnsupportedProtocol", "AmbiguousPublicKey",
-                   "SecretNotFound", "InvalidSecretKey", "ConfigurationRefused")
+                   "SecretNotFound", "InvalidSecretKey", "ConfigurationRefused", "InvalidMTU")
 
 
 def endpoint_spec(gateway):
@@ -169,6 +172,26 @@ def endpoint_spec(gateway):
                           " its packets over UDP only; set UDP (the default)" % (where, protocol))
         out["protocol"] = protocol
     return out, None
+
+
+def mtu_problem(value):
+    """Why a gateway's spec.mtu (absent: the default) cannot be the tunnel's MTU: a message naming the field and the
+    value, or None."""
+    if value is None:
+        return None
+    low, high = MTU_RANGE
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        return ("spec.mtu: %r is not an MTU the tunnel can use: give an integer from %d (the smallest datagram every"
+                " IPv4 host must accept) to %d (a jumbo-frame underlay), the same on both sides" % (value, low, high))
+    return None
+
+
+def gateway_mtu(gateway):
+    """The MTU a gateway's spec asks for (absent: the default), or None when spec.mtu is refused (mtu_problem)."""
+    value = (gateway.get("spec") or {}).get("mtu")
+    if mtu_problem(value):
+        return None
+    return DEFAULT_MTU if value is None else value
 
 
 def user_secret_name(gateway):
@@ -298,7 +321,7 @@ def _base_plan(gateway, local_cluster_id, endpoint_address, internal_cidr, local
         kind=kind, role=role, name=name, namespace=namespace, uid=meta.get("uid"), generation=meta.get("generation"),
         remote_cluster_id=_labels(gateway).get(REMOTE_CLUSTER_ID_LABEL), id=gid[:16], interface=interface_name(gid),
         nat_table="lfgw_" + gid[:12], mark=mark, table=mark, rule_priority=RULE_PRIORITY,
-        mtu=(gateway.get("spec") or {}).get("mtu") or DEFAULT_MTU, listen_port=port, transit_address=TRANSIT[role][0],
+        mtu=gateway_mtu(gateway) or DEFAULT_MTU, listen_port=port, transit_address=TRANSIT[role][0],
         probe_address=TRANSIT[role][1], secret_name=secret, user_secret=bool(user_secret), public_key=local_public_key,
         connection_name=name, status=_gateway_status(role, secret, namespace, internal_cidr, endpoint_address, port))
 
@@ -362,6 +385,9 @@ def plan(gateway, configurations, public_keys, local_cluster_id, endpoint_addres
     if problem:  # no endpoint to publish either
         return dataclasses.replace(out, error=Problem(*problem),
                                    status={k: v for k, v in out.status.items() if k != "endpoint"})
+    refused_mtu = mtu_problem((gateway.get("spec") or {}).get("mtu"))
+    if refused_mtu:
+        return dataclasses.replace(out, error=Problem("InvalidMTU", refused_mtu))
     remote_id = out.remote_cluster_id
     if not remote_id:
         return dataclasses.replace(out, error=Problem("MissingRemoteClusterID", "metadata.labels[%s]: required, the id of"
