@@ -94,3 +94,25 @@ def test_active_pod():
     pods.append(pod("leader", created="2026-01-03T00:00:00Z", labels={oi.ACTIVE_LABEL: "true"}))
     assert oi.active_pod(pods)["metadata"]["name"] == "leader"
     assert oi.active_pod([pod("p", phase="Pending")]) is None
+
+
+def test_a_refused_spec_mtu_leaves_the_live_links_mtu_as_it_is():
+    """A gateway's spec.mtu the plan refuses (InvalidMTU: the gateway runs on as last built) gives no MTU to the links
+    (the kernel's: a live link keeps its own) on the nodes and in the gateway pod; a valid one is the links'."""
+    class Kube:
+        def __init__(self, mtu):
+            self.gw = {"metadata": {"namespace": "default", "name": "client"}, "spec": {"mtu": mtu}}
+
+        def list(self, kind, namespace=None, selector=None):
+            return {"GatewayClient": [self.gw], "Pod": [pod("gw-client-x", ip="10.243.0.5")]}.get(kind, [])
+
+        def get(self, kind, namespace, name):
+            return None
+    assert oi.gather(Kube(1300))["mtu"] == 1300
+    facts = dict(FACTS, mtu=oi.gather(Kube(500))["mtu"])
+    assert facts["mtu"] is None
+    assert [ln["mtu"] for ln in oi.plan_node(NODES[1], facts)["links"]] == [None]
+    assert {ln["mtu"] for ln in oi.plan_gateway(NODES, facts, "gw-client-x", ["lwg1"])["links"]} == {None}
+    od.validate(oi.plan_node(NODES[1], facts), 18952, "present")
+    assert [ln["mtu"] for ln in oi.plan_node(NODES[1], dict(FACTS, mtu=1300))["links"]] == [1300]
+    assert [ln["mtu"] for ln in oi.plan_node(NODES[1], facts, mtu=1200)["links"]] == [1200]   # the role's wins

@@ -31,6 +31,8 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 
+from ansible_collections.liqo.fabric.plugins.module_utils.gateway.plan import gateway_mtu
+
 GATEWAY_COMPONENT_LABEL = "networking.liqo.io/component"
 GATEWAY_NAME_LABEL = "networking.liqo.io/gateway-name"
 ACTIVE_LABEL = "networking.liqo.io/active"
@@ -144,9 +146,18 @@ def gather(kube, gateway=None):
             # a gateway pod's view: every live pod of its gateway, so a warm standby builds its own end too
             "pods": {p["metadata"]["name"]: p["status"]["podIP"] for p in _live(pods)} if gateway and chosen else {},
             "remote_cidrs": sorted(set(remote), key=lambda c: ipaddress.ip_network(c, strict=False)),
-            "mtu": int((chosen["obj"].get("spec") or {}).get("mtu") or DEFAULT_MTU) if chosen else DEFAULT_MTU,
+            # None: the gateway's spec.mtu is refused (InvalidMTU): it runs on as last built, and so do the links
+            "mtu": gateway_mtu(chosen["obj"]) if chosen else DEFAULT_MTU,
             "internal_cidr": net.get("internalCIDR") or "10.80.0.0/16",
             "local_pod_cidrs": [c.strip() for c in (net.get("podCIDR") or "").split(",") if c.strip()]}
+
+
+def link_mtu(mtu, facts):
+    """The links' MTU: the role's `mtu`, else the tunnel's; None (the kernel's: a live link keeps the MTU it has)
+    while the gateway's spec.mtu is refused (facts' `mtu` None)."""
+    if mtu:
+        return mtu
+    return facts.get("mtu", DEFAULT_MTU)
 
 
 def _link(name, vni, remote, local, address, link_type, mtu):
@@ -162,7 +173,7 @@ def plan_node(node, facts, link_type="vxlan", mtu=None, masquerade_bypass=True):
     lives: a flow started before a takeover would never recover.
     `mtu` None: the tunnel's (see the module docstring)."""
     host = {"links": [], "routes": [], "rules": [], "bypass": []}
-    mtu = mtu or facts.get("mtu") or DEFAULT_MTU
+    mtu = link_mtu(mtu, facts)
     slot = node_slot(node, facts["internal_cidr"])
     if not facts["gateway"] or not facts["remote_cidrs"] or slot is None:
         return host
@@ -192,7 +203,7 @@ def plan_gateway(nodes, facts, pod_name, tunnel_interfaces, link_type="vxlan", m
     gateway: the nodes' links point to the active one only, so the standby's carry nothing until it takes over)
     build it; empty for a pod being deleted or not (yet) running."""
     host = {"links": [], "routes": [], "rules": [], "bypass": []}
-    mtu = mtu or facts.get("mtu") or DEFAULT_MTU
+    mtu = link_mtu(mtu, facts)
     if facts["pod"] and facts["pod"]["name"] == pod_name:
         own_ip = facts["pod"]["ip"]
     else:
