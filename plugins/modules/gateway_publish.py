@@ -13,8 +13,9 @@ description:
     or updates the C(Connection) of the gateway, with C(status.value) C(Connecting), C(Connected) or C(Error),
     the latency measured by the probe and an C(Established) condition whose reason says why.
   - A gateway built from a ready plan gets the annotation C(fabric.liqo.io/built-generation) on its Connection. A
-    held plan (a refused change of such a gateway) leaves the Connection to the live health probe, and the
-    failure message says the gateway runs on as last built.
+    held plan (a refused change of such a gateway) leaves the Connection to the live health probe, checks what its
+    template renders to without applying it (O(manifests=apply) is a dry run, so its pods run on as last built), and
+    the failure message says the gateway runs on as last built.
   - The plan comes from M(liqo.fabric.gateway_plan), the probe result from M(liqo.fabric.tunnel_probe).
 author: liqo.fabric developers (@liqo-fabric)
 extends_documentation_fragment:

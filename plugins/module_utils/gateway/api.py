@@ -271,6 +271,8 @@ def publish(kube, plan_, probe=None, check_mode=False, manifests="dry_run"):
         return changed, None
     gw.setdefault("kind", kind)
     manifest_error = None
+    if manifests == "apply" and plan_.get("held"):
+        manifests = "dry_run"   # a held gateway's pods run on as last built: its new rendering is checked, not rolled
     if manifests == "dry_run" and plan_.get("manifests_checked"):  # validated by the plan step of this run
         if (plan_.get("error") or {}).get("reason") in MANIFEST_REASONS:
             manifest_error = plan_["error"]["message"]
