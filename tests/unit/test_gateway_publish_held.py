@@ -41,8 +41,8 @@ def test_a_held_gateways_manifests_are_checked_not_applied():
 
 def test_a_ready_gateways_manifests_are_applied():
     kube = Kube()
-    kube.objects[("Connection", "default", "client")] = {"metadata": {"namespace": "default", "name": "client"},
-                                                        "status": {}}
+    connection = {"metadata": {"namespace": "default", "name": "client"}, "status": {}}
+    kube.objects[("Connection", "default", "client")] = connection
     kube.patch = lambda *args, **kw: None
     api.publish(kube, dict(plan(held=False), role="client"), check_mode=False, manifests="apply")
     assert kube.applied == [("Deployment", False)], kube.applied
