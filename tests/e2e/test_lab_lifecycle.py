@@ -52,7 +52,13 @@ def test_down_leaves_zero_residue():
         ours = [n for n in netns.list_netns() if n.startswith(lab.prefix)]
         assert len(ours) == 2 * (1 + 2 + 2) + 1  # switch+nodes+pods per cluster, WAN
         assert _lab_processes(lab.workdir)
-        in_netns = sorted({pid for n in ours for pid in netns.pids_in_netns(n)})
+        # `ip netns exec` enters the namespace after its start, then execs sleep: on a busy machine that takes a while
+        deadline = time.monotonic() + 10
+        while True:
+            in_netns = sorted({pid for n in ours for pid in netns.pids_in_netns(n)})
+            if sleeper.pid in in_netns or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
         assert sleeper.pid in in_netns
     finally:
         lab.down()
