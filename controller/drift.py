@@ -212,46 +212,47 @@ def _own_netns_inode() -> Optional[int]:
         return None
 
 
+def unreadable(target: dict) -> Optional[str]:
+    """Why this process cannot read a target's kernel (another machine, an unnamed namespace of another process, a
+    named namespace that is gone), or None."""
+    netns = target.get("netns")
+    where = netns or target.get("host") or "host"
+    boot = _boot_id()
+    if target.get("boot_id") and boot and target["boot_id"] != boot:
+        return (f"{where}: built on another machine (boot id {target['boot_id']}): this controller cannot read its "
+                "kernel (run the node agent there)")
+    if not netns and target.get("netns_inode") and target["netns_inode"] != _own_netns_inode():
+        return f"{where}: built in an unnamed network namespace (inode {target['netns_inode']}) the controller cannot enter"
+    if netns and not os.path.exists(os.path.join(NETNS_DIR, netns)):
+        return f"{netns}: network namespace is missing"
+    return None
+
+
 def dataplane(manifest, context: Optional[dict] = None, kind: Optional[str] = None) -> List[str]:
     """Generic check of every target of a manifest (of one `kind` when given; see the module docstring).
     Returns differences; the ones that are CheckFailure say what could not be read."""
     diffs: List[str] = []
-    boot = _boot_id()
     for target in _as_list(manifest):
         if not isinstance(target, dict) or (kind and target.get("kind", kind) != kind):
             continue
+        why = unreadable(target)
+        if why:
+            diffs.append(CheckFailure(why))
+            continue
         netns = target.get("netns")
-        where = netns or target.get("host") or "host"
-        if target.get("boot_id") and boot and target["boot_id"] != boot:
-            diffs.append(CheckFailure(f"{where}: built on another machine (boot id {target['boot_id']}): this "
-                                      "controller cannot read its kernel (run the node agent there)"))
-            continue
-        if not netns and target.get("netns_inode") and target["netns_inode"] != _own_netns_inode():
-            diffs.append(CheckFailure(f"{where}: built in an unnamed network namespace (inode {target['netns_inode']})"
-                                      " the controller cannot enter"))
-            continue
-        if netns and not os.path.exists(os.path.join(NETNS_DIR, netns)):
-            diffs.append(CheckFailure(f"{netns}: network namespace is missing"))
-            continue
         try:
             diffs.extend(in_netns(netns, lambda t=target: check_target(t)))
         except (OSError, route_netlink.NetlinkError, TimeoutError) as exc:
-            diffs.append(CheckFailure(f"{where}: check failed: {exc}"))
+            diffs.append(CheckFailure(f"{netns or target.get('host') or 'host'}: check failed: {exc}"))
     return diffs
 
 
 def readable_here(target: dict) -> Optional[tuple]:
-    """(netns or None) when this process can read the target's kernel (same machine, a named namespace or its own),
-    else None."""
-    boot = _boot_id()
-    if target.get("boot_id") and boot and target["boot_id"] != boot:
+    """(netns or None) when this process can read the target's kernel (unreadable() says nothing against it, and it
+    is not a remote host's), else None."""
+    if unreadable(target) or (target.get("host") and not target.get("netns")):
         return None
-    netns = target.get("netns")
-    if netns:
-        return (netns,) if os.path.exists(os.path.join(NETNS_DIR, netns)) else None
-    if target.get("host") or (target.get("netns_inode") and target["netns_inode"] != _own_netns_inode()):
-        return None
-    return (None,)
+    return (target.get("netns"),)
 
 
 def watch_points(manifest, with_pids: bool = True, run_dir: str = wireguard_userspace.RUN_DIR) -> dict:
