@@ -25,7 +25,8 @@ log = logging.getLogger(__name__)
 
 class NodeRepoint(threading.Thread):
     """Applies the overlay of node `node_name` in process on `kick()`. `options`: the role's variables the
-    playbook would pass (node_overlay_link_type, node_overlay_incluster_mtu, node_overlay_masquerade_bypass)."""
+    playbook would pass (node_overlay_link_type, node_overlay_incluster_mtu, node_overlay_masquerade_bypass,
+    node_overlay_pod_port_route)."""
 
     def __init__(self, node_name: str, kubeconfig: Optional[str], stop: threading.Event, options: Optional[dict] = None):
         super().__init__(name="node-repoint", daemon=True)
@@ -72,7 +73,8 @@ class NodeRepoint(threading.Thread):
             raise RuntimeError(f"the API: {exc}") from None
         host = overlay_incluster.plan_node(node, facts, self.options.get("node_overlay_link_type") or "auto",
                                            self.options.get("node_overlay_incluster_mtu"),
-                                           bool(self.options.get("node_overlay_masquerade_bypass", True)))
+                                           bool(self.options.get("node_overlay_masquerade_bypass", True)),
+                                           bool(self.options.get("node_overlay_pod_port_route", True)))
         result = overlay_dataplane.sync_overlay_dataplane(host, table=overlay_incluster.TABLE, state="present")
         if result["changed"]:
             pod = facts.get("pod") or {}

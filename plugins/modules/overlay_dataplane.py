@@ -6,19 +6,20 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: overlay_dataplane
-short_description: Apply the whole overlay of one host (links, routes, rules, masquerade bypass) in one call
+short_description: Apply the whole overlay of one host (links, routes, rules, masquerade bypass, pod ports) in one call
 version_added: 0.1.0
 description:
   - Takes what M(liqo.fabric.overlay_plan) planned for one host (C(hosts[<node>])) and makes the kernel hold
     exactly that, in one process instead of four module runs.
   - In order, the overlay links (as M(liqo.fabric.overlay_links) with the owned prefixes C(lovg) and C(lovn); any
-    other link so named is deleted), the routes of table O(table) (as M(liqo.fabric.route_table)), the rules
+    other link so named is deleted), the pods reached over their own bridge port (O(node.pod_ports)), the routes of
+    table O(table) (as M(liqo.fabric.route_table)), the rules
     selecting that table (as M(liqo.fabric.route_rule)) and the nftables table C(liqo_fabric_overlay) holding
     the masquerade bypass (as M(liqo.fabric.nat_table); deleted when there is no bypass).
   - Every input is validated before the first write (messages name the field and the value), so bad input
     changes nothing. A second identical run reports C(changed=false) and writes nothing.
   - O(state=absent) removes the rules pointing at O(table), the routes of O(table), every C(lovg*) / C(lovn*)
-    link and the nftables table C(liqo_fabric_overlay).
+    link, the nftables table C(liqo_fabric_overlay) and the neighbours of the pod ports.
 author: liqo.fabric developers (@liqo-fabric)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
@@ -27,7 +28,7 @@ attributes:
   check_mode:
     details: Routes through links that do not exist yet are planned as additions (they cannot be checked against the kernel).
   diff_mode:
-    details: The diff is text, one section per part (links, routes, rules, nftables table).
+    details: The diff is text, one section per part (links, routes, rules, pod ports' neighbours, nftables table).
 options:
   node:
     description:
@@ -52,6 +53,17 @@ options:
         default: []
       bypass:
         description: Masquerade bypass entries (C(saddr), C(daddr), C(oifname)), see O(liqo.fabric.nat_table#module:bypass).
+        type: list
+        elements: dict
+        default: []
+      pod_ports:
+        description:
+          - Pods of this host (C(ip)) to reach over their own bridge port rather than through the bridge device,
+            which cuts encapsulated (VXLAN, Geneve) super-packets into MTU-sized packets in software.
+          - For each pod behind a bridge, a route C(<ip>/32 dev <port>) is added to O(table) and a permanent
+            neighbour (the pod's MAC) to its port; a rule C(to <ip>/32) selecting O(table) belongs in O(node.rules).
+            A pod not behind a bridge is left alone; one whose MAC is not known yet keeps the bridge path (a
+            warning) until a later run.
         type: list
         elements: dict
         default: []
@@ -124,6 +136,14 @@ nat:
   returned: always
   type: dict
   sample: {"changed": true, "table": "liqo_fabric_overlay", "rules": 1}
+pod_ports:
+  description:
+    - The pods reached over their bridge port, C(routed) (IP -> port) and C(pending) (IP -> why not yet), and the
+      permanent neighbours C(neighbours_added) and C(neighbours_removed).
+  returned: always
+  type: dict
+  sample: {"routed": {"10.243.0.5": "veth724899dc"}, "pending": {},
+           "neighbours_added": ["10.243.0.5 dev veth724899dc lladdr 22:64:ba:cf:56:9b permanent"], "neighbours_removed": []}
 table:
   description: The routing table.
   returned: always
@@ -155,6 +175,7 @@ NODE_SPEC = dict(
     routes=dict(type="list", elements="dict", default=[]),
     rules=dict(type="list", elements="dict", default=[]),
     bypass=dict(type="list", elements="dict", default=[], no_log=False),
+    pod_ports=dict(type="list", elements="dict", default=[]),
     internal_ip=dict(type="str"),
     role=dict(type="str"),
 )

@@ -62,6 +62,16 @@ options:
     description: O(side=node), keep the masquerade of the node away from the pods' cross-cluster traffic.
     type: bool
     default: true
+  pod_port_route:
+    description:
+      - O(side=node), on the node the active gateway pod runs on, reach that pod over its own bridge port (a
+        route C(<pod IP>/32 dev <port>) in table 18952, its rule and a permanent neighbour) instead of through the
+        CNI bridge, which cuts the other nodes' encapsulated packets into MTU-sized ones. Nothing changes for a
+        pod that is not behind a bridge.
+      - Set false when a firewall of the node accepts forwarded traffic to pods only by the bridge's name (for
+        example an C(-o cni0) rule with a DROP policy).
+    type: bool
+    default: true
 """
 
 EXAMPLES = r"""
@@ -116,6 +126,7 @@ def main():
             link_type=dict(type="str", choices=["auto", "geneve", "vxlan"], default="auto"),
             mtu=dict(type="int"),
             masquerade_bypass=dict(type="bool", default=True),
+            pod_port_route=dict(type="bool", default=True),
         ),
         required_if=[("side", "node", ("node_name",)), ("side", "gateway", ("gateway", "pod_name"))],
         supports_check_mode=True,
@@ -132,7 +143,8 @@ def main():
             if node is None:
                 raise OverlayPlanError("node_name: '%s' is not a Node of the cluster" % p["node_name"])
             facts = gather(kube)
-            return facts, plan_node(node, facts, p["link_type"], p["mtu"], p["masquerade_bypass"])
+            return facts, plan_node(node, facts, p["link_type"], p["mtu"], p["masquerade_bypass"],
+                                    p["pod_port_route"])
         facts = gather(kube, {k: p["gateway"][k] for k in ("kind", "namespace", "name")})
         return facts, plan_gateway(kube.list("Node"), facts, p["pod_name"], p["tunnel_interfaces"], p["link_type"],
                                    p["mtu"])

@@ -172,14 +172,15 @@ BUCKETS = (("VXLAN/UDP tunnel (overlay)", ("vxlan", "udp_tunnel", "iptunnel")),
                                          "_raw_spin_unlock_irqrestore", "irqentry_exit")))
 
 
-def _perf_shares(client_ns: str, target: str, port: int, bind: str | None = None) -> dict:
-    """Where the CPUs go during one iperf run: perf cpu-clock samples on all CPUs, shares per bucket."""
+def perf_shares(run) -> dict:
+    """Where the CPUs go during one iperf run (`run()` does it and returns its Mbit/s): perf cpu-clock samples on
+    all CPUs, shares per bucket."""
     with tempfile.TemporaryDirectory(prefix="lfab-perf-") as tmp:
         data = os.path.join(tmp, "perf.data")
         rec = subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-a", "-o", data, "--", "sleep", str(SECONDS)],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            mbit = iperf(client_ns, target, port, bind=bind)
+            mbit = run()
         finally:
             rec.wait(timeout=SECONDS + 60)
         rep = subprocess.run(["perf", "report", "-i", data, "--stdio", "--no-children", "--sort", "comm,dso,symbol",
@@ -198,21 +199,26 @@ def _perf_shares(client_ns: str, target: str, port: int, bind: str | None = None
     return shares
 
 
+def print_shares(pod: dict, gw: dict, heads=("pod path", "tunnel")) -> None:
+    """Two perf_shares side by side, sorted by what the first spends more than the second."""
+    print(f"    {'':46} {heads[0]:>10} {heads[1]:>10} {'difference':>11}")
+    for name in sorted(set(pod) | set(gw), key=lambda k: (k != "throughput (Mbit/s)", -(pod.get(k, 0) - gw.get(k, 0)))):
+        a, b = pod.get(name, 0.0), gw.get(name, 0.0)
+        if name != "throughput (Mbit/s)" and max(a, b) < 0.5:
+            continue
+        print(f"    {name:46} {a:>10.1f} {b:>10.1f} {a - b:>+11.1f}")
+
+
 def perf_compare(client_ns: str, target: str, gw_ns: str) -> None:
     """The pod path against the tunnel alone, one profiled run each: what the pod path spends that the tunnel
     does not, by part of the path (share of all CPU samples; 2 CPUs = 200 % would be both busy)."""
     if not shutil.which("perf"):
         print("  (no perf: profile skipped)")
         return
-    pod = _perf_shares(client_ns, target, IPERF_PORT)
-    gw = _perf_shares(gw_ns, TRANSIT_SERVER, IPERF_PORT + 1, bind=TRANSIT_CLIENT)
+    pod = perf_shares(lambda: iperf(client_ns, target, IPERF_PORT))
+    gw = perf_shares(lambda: iperf(gw_ns, TRANSIT_SERVER, IPERF_PORT + 1, bind=TRANSIT_CLIENT))
     print("  perf (cpu-clock, all CPUs): share of samples by part of the path, pod path vs the tunnel alone")
-    print(f"    {'':46} {'pod path':>10} {'tunnel':>10} {'difference':>11}")
-    for name in sorted(set(pod) | set(gw), key=lambda k: (k != "throughput (Mbit/s)", -(pod.get(k, 0) - gw.get(k, 0)))):
-        a, b = pod.get(name, 0.0), gw.get(name, 0.0)
-        if name != "throughput (Mbit/s)" and max(a, b) < 0.5:
-            continue
-        print(f"    {name:46} {a:>10.1f} {b:>10.1f} {a - b:>+11.1f}")
+    print_shares(pod, gw)
 
 
 def measure_path(lab, client_pod, server_pod, target, gw_a, gw_b) -> None:
@@ -268,8 +274,13 @@ def measure_path(lab, client_pod, server_pod, target, gw_a, gw_b) -> None:
     figure(f"RTT pod -> remote pod, median of {PINGS}", rtt_pod, "ms")
     figure(f"baseline: RTT gateway -> gateway over the tunnel, median of {PINGS}", rtt_gw, "ms")
     figure("RTT pod-to-pod minus gateway-to-gateway", rtt_pod - rtt_gw, "ms", target=0.15)
+    # bench_in_cluster ran earlier in this `make bench`: its gateway pods and pods behind real kubelets, same machine
+    in_cluster_tunnel = MEASURED.get("in-cluster tunnel (Mbit/s)")
+    if in_cluster_tunnel:
+        ratio("in-cluster tunnel / agentless tunnel (this run)", in_cluster_tunnel, m_gw, higher_is_better=True,
+              target=0.90)
     in_cluster = MEASURED.get("in-cluster pod path (Mbit/s)")
-    if in_cluster:   # bench_in_cluster ran earlier in this `make bench`: its pods behind real kubelets, same machine
+    if in_cluster:
         ratio("in-cluster pod -> pod / agentless pod -> pod (this run)", in_cluster, m_pod, higher_is_better=True)
 
 

@@ -424,6 +424,24 @@ def probe_from(cluster, pod: str, targets: list) -> dict:
     return res
 
 
+def pod_port_routes(cluster) -> dict:
+    """{node: pod IP} of the routes in table 18952 that reach a pod over its bridge port (overlay/pod_port.py), each
+    with its rule and the pod's permanent neighbour on that port."""
+    out = {}
+    for n in cluster.nodes:
+        routes = netns.run(["ip", "netns", "exec", n.netns, "ip", "route", "show", "table", "18952"], check=False).stdout
+        for line in routes.splitlines():
+            m = re.match(r"^(\d+\.\d+\.\d+\.\d+) dev (veth\S+) ", line)
+            if not m:
+                continue
+            rules = netns.run(["ip", "netns", "exec", n.netns, "ip", "rule"]).stdout
+            neigh = netns.run(["ip", "netns", "exec", n.netns, "ip", "neigh", "show", "dev", m.group(2), "nud", "permanent"]).stdout
+            assert f"1640:\tfrom all to {m.group(1)} lookup 18952" in rules and neigh.startswith(m.group(1) + " "), \
+                (n.name, line, rules, neigh)
+            out[n.name] = m.group(1)
+    return out
+
+
 def overlay_state(cluster) -> str:
     """What a failed wait prints: the overlay on each node and in the gateway pods, the agents' last runs."""
     out = []
@@ -935,6 +953,9 @@ def failover_to_the_standby(lab, cluster: str, name: str, figures: dict | None =
         assert [x["ip"] for s in eps["subsets"] for x in s.get("addresses", [])] == [new.status.pod_ip], eps
     for x in (a, b):
         wait_for(lambda x=x: connected_connections(x), timeout=90, what=f"{x.name}: Connection Connected after the failover")
+    # the new active pod's node reaches it over its bridge port; no node keeps the old pod's route
+    wait_for(lambda: pod_port_routes(c) == {new.spec.node_name: new.status.pod_ip}, timeout=30,
+             what=f"{c.name}: the node of {new.metadata.name} routing {new.status.pod_ip} over its port")
 
 
 # Run in a fabric pod: the RSS of every process in its container (pages shared between processes counted once per

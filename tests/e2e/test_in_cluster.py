@@ -30,7 +30,8 @@ pytest.register_assert_rewrite("tests.e2e.in_cluster_lab")
 from tests.e2e.in_cluster_lab import (  # noqa: E402  pylint: disable=wrong-import-position
     DEPLOY, acting_controller, active_gateway, cluster_id, condition, connect, drift_faults_one_by_one,
     failover_to_the_standby, get_json, idle, install, iperf_paths, iperf_run, load_balancer_switch, mtu_mismatch_and_back,
-    node_added_and_removed, node_agent_replaced_under_ping, pod_memory, pods, probe_every_pod_pair, ready_pods,
+    node_added_and_removed, node_agent_replaced_under_ping, pod_memory, pod_port_routes, pods,
+    probe_every_pod_pair, ready_pods,
     tunnel_dropped_and_back, verify_rows, verify_services, wrong_public_key_held)
 
 SA_CONTROLLER = "system:serviceaccount:liqo:liqo-fabric-controller"
@@ -173,6 +174,7 @@ def test_wireguard_go_runs_inside_the_gateway_pods_own_netns(connected, installe
     for c, name in ((installed["a"], "client"), (installed["b"], "server")):
         pod = active_gateway(c, name)
         assert pod.spec.containers[0].image == fabric_image() and not pod.spec.host_network
+        assert pod.status.qos_class == "Burstable", pod.status.qos_class   # a CPU request: not BestEffort
         show = kubectl(c, "exec", pod.metadata.name, "--", "wg", "show").stdout
         iface = show.split("interface: ")[1].split()[0]
         assert "latest handshake" in show, show
@@ -272,6 +274,10 @@ def test_node_agents_hold_the_overlay_of_their_own_node(connected, installed):
             assert "lookup 18952" in rules, (node.name, rules)
         links = kubectl(c, "exec", gw.metadata.name, "--", "ip", "-br", "link").stdout
         assert len([l for l in links.splitlines() if l.startswith("lovn")]) == len(c.nodes), links
+        # the gateway pod's own node reaches it over its bridge port, not through the bridge (overlay/pod_port.py);
+        # the other nodes' links keep their packets whole up to the pod (bench_in_cluster measures it)
+        routed = pod_port_routes(c)
+        assert routed == {gw.spec.node_name: gw.status.pod_ip}, routed
 
 
 def test_drift_is_repaired_as_it_happens_by_the_node_agents_and_the_gateway_pods(connected, installed):

@@ -3,8 +3,6 @@ and back, through the overlay to the active gateway; MTU/MSS right; nodes and po
 followed; gateway failover; disconnect leaves nothing on any node. Tests run in order on one lab."""
 import json
 import shutil
-import subprocess
-import sys
 import threading
 import time
 
@@ -12,7 +10,7 @@ import pytest
 
 from tests.e2e import fabric
 from tests.e2e.fabric import PeerServer, playbook, seen_source, translate
-from tests.lab import netns
+from tests.lab import netns, tcp
 
 pytestmark = pytest.mark.skipif(not shutil.which("kubectl"), reason="kubectl is not installed")
 GROUPS = dict(gateway_group="cluster_a_gateway", remote_gateway_group="cluster_b_gateway",
@@ -76,38 +74,7 @@ def test_large_packets_and_a_large_tcp_transfer_pass(lab):
     assert received >= 4, out
     # 20 MB over TCP: MSS clamping keeps segments inside the tunnel MTU
     size = 20 * 1024 * 1024
-    server = netns.popen_in(dst.netns, [sys.executable, "-c", SINK, "7100"], stdout=subprocess.PIPE, text=True)
-    try:
-        assert server.stdout.readline().strip() == "ready"
-        netns.exec_in(src.netns, [sys.executable, "-c", SOURCE, target, "7100", str(size)], timeout=60)
-        got = int(server.stdout.readline().strip())
-    finally:
-        server.kill()
-        server.wait()
-    assert got == size
-
-
-SINK = r"""
-import socket, sys
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("0.0.0.0", int(sys.argv[1]))); s.listen(1); print("ready", flush=True)
-c, _a = s.accept(); n = 0
-while True:
-    b = c.recv(1 << 16)
-    if not b:
-        break
-    n += len(b)
-print(n, flush=True)
-"""
-
-SOURCE = r"""
-import socket, sys
-c = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=10)
-left = int(sys.argv[3]); chunk = b"x" * (1 << 16)
-while left > 0:
-    c.sendall(chunk[:left]); left -= min(left, len(chunk))
-c.close()
-"""
+    assert tcp.transfer(src.netns, dst.netns, target, 7100, size) == size
 
 
 def test_masquerade_bypass_keeps_pod_sources(lab):

@@ -8,7 +8,9 @@ Per node (plan = tests.lab.topology.NodePlan), everything named after the node's
   DISK_ROOT/<prefix>/<netns>;
 - cgroup parent /<netns> in every hierarchy (kubelet cgroupRoot, made by the lab; the kubelet's QoS cgroups
   and every pod of the node live below it: /<netns>/kubepods/...), which is how teardown finds and stops
-  the containers even after a crash;
+  the containers even after a crash. Its CPU weight is that of the machine's CPUs (node_cpu_weight): by default a
+  cgroup weighs as much as one process, so every pod of a node together would get the CPU share of a single
+  process of the host (an iperf3, a wireguard-go thread of an agentless gateway) when the CPUs are busy;
 - CNI: a bridge `kbr0` (not the light lab's cni0) + host-local with the node's slice of the cluster's pod
   CIDR, network name = the netns name; routes to the other nodes' slices are the lab's host-gw routes;
 - kube-proxy in iptables mode (Debian's iptables-nft; its rules die with the netns), masquerading all
@@ -39,6 +41,17 @@ DISK_ROOT = cleanup.DISK_ROOT
 CNI_BIN_DIR = "/usr/lib/cni"
 CNI_BRIDGE = "kbr0"
 SHARED_PATHS = ("/var/log/pods", "/var/log/containers", "/var/lib/cni")
+
+
+def node_cpu_weight(cgroup: str) -> None:
+    """A lab node's cgroup weighs what the machine's CPUs do (a node stands for a machine): cpu.shares 1024 per CPU
+    (cgroup v1, the weight the kubelet gives kubepods for that many CPUs) or cpu.weight 100 per CPU (v2)."""
+    cpus = os.cpu_count() or 1
+    for path, value in ((os.path.join(cleanup.CGROUP_ROOT, "cpu", cgroup.lstrip("/"), "cpu.shares"), 1024 * cpus),
+                        (os.path.join(cleanup.CGROUP_ROOT, cgroup.lstrip("/"), "cpu.weight"), min(100 * cpus, 10000))):
+        if os.path.exists(path):
+            with open(path, "w", encoding="ascii") as f:
+                f.write(str(value))
 
 
 class RealNodeError(RuntimeError):
@@ -184,6 +197,7 @@ state = "{self.dir}/containerd"
         for hierarchy in os.listdir(cleanup.CGROUP_ROOT):  # the kubelet wants its cgroupRoot to exist
             if os.path.isfile(os.path.join(cleanup.CGROUP_ROOT, hierarchy, "cgroup.procs")):
                 os.makedirs(os.path.join(cleanup.CGROUP_ROOT, hierarchy, self.cgroup.lstrip("/")), exist_ok=True)
+        node_cpu_weight(self.cgroup)
         t1 = time.monotonic()
         seeded = imagestore.clone(imagestore.seed_root(img), os.path.join(self.disk, "root"))
         self._spawn("containerd", ["containerd", "--config", os.path.join(self.dir, "containerd.toml")])

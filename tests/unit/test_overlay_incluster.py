@@ -116,3 +116,28 @@ def test_a_refused_spec_mtu_leaves_the_live_links_mtu_as_it_is():
     od.validate(oi.plan_node(NODES[1], facts), 18952, "present")
     assert [ln["mtu"] for ln in oi.plan_node(NODES[1], dict(FACTS, mtu=1300))["links"]] == [1300]
     assert [ln["mtu"] for ln in oi.plan_node(NODES[1], facts, mtu=1200)["links"]] == [1200]   # the role's wins
+
+
+def test_the_gateway_pods_node_reaches_it_over_its_bridge_port():
+    """Only the node the active pod runs on asks for the pod port (and its rule, ahead of the others); another
+    node, a switched-off node agent and a gateway between two pods do not."""
+    here = oi.plan_node(NODES[0], FACTS)
+    assert here["pod_ports"] == [{"ip": "10.243.0.5"}]
+    assert here["rules"][0] == {"priority": 1640, "to": "10.243.0.5/32", "table": 18952}
+    od.validate(here, 18952, "present")
+    elsewhere = oi.plan_node(NODES[1], FACTS)
+    assert "pod_ports" not in elsewhere and all(r["priority"] != 1640 for r in elsewhere["rules"])
+    off = oi.plan_node(NODES[0], FACTS, pod_port_route=False)
+    assert "pod_ports" not in off and off["rules"] == here["rules"][1:]
+    assert "pod_ports" not in oi.plan_node(NODES[0], dict(FACTS, pod=None))
+
+
+@pytest.mark.parametrize("ports,msg", [
+    ("10.243.0.5", "pod_ports: '10.243.0.5' is not a list"),
+    ([{"ip": "10.243.0.5"}, {"ip": "10.243.0.5"}], "pod_ports: duplicate ip 10.243.0.5"),
+    ([{"ip": None}], "pod_ports[0].ip: None is not an IP address"),
+])
+def test_bad_pod_ports_are_refused_before_the_kernel(ports, msg):
+    with pytest.raises(od.ValidationError) as e:
+        od.validate({"pod_ports": ports}, 18952, "present")
+    assert str(e.value) == msg

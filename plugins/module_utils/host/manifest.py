@@ -65,7 +65,9 @@ def overlay(node_plan, table, result, nat_table, nat_family="ip"):
     out = dict(where(), kind="overlay")
     out.update({
         "links": [{"name": ln["name"], "mtu": ln.get("mtu")} for ln in node_plan.get("links") or []],
-        "routes": route_dsts(node_plan.get("routes"), table),
+        # with the routes to the pods reached over their bridge port (resolved by the dataplane, not planned)
+        "routes": route_dsts(list(node_plan.get("routes") or []) + [
+            {"dst": "%s/32" % ip} for ip in (((result or {}).get("pod_ports") or {}).get("routed") or {})], table),
         "rules": rule_lines(node_plan.get("rules") or [], table),
         "nft_tables": []})
     rules = int(((result or {}).get("nat") or {}).get("rules") or 0)

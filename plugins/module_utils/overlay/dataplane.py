@@ -8,13 +8,15 @@ Composes the per-concept functions, in the order the kernel needs:
 
 1. overlay links (`overlay_link.sync_overlay_links`, owning every link named `lovg*` / `lovn*`): the
    routes go through them;
-2. the routes of the overlay table (`route.policy.sync_route_table`);
-3. the policy rules selecting that table (`route.policy.sync_rules`);
-4. the masquerade bypass, nftables table `liqo_fabric_overlay` (`nat_table.ensure`; absent when there is
+2. the pods reached over their own bridge port (`pod_ports`, overlay/pod_port.py): their permanent neighbours,
+   and their routes added to the table's;
+3. the routes of the overlay table (`route.policy.sync_route_table`);
+4. the policy rules selecting that table (`route.policy.sync_rules`);
+5. the masquerade bypass, nftables table `liqo_fabric_overlay` (`nat_table.ensure`; absent when there is
    no bypass).
 
 `state=absent` removes it all in the reverse order (rules first, so no traffic is steered into a table
-being emptied). Every input is validated before the first write, so bad input changes nothing.
+being emptied; the pods' neighbours last). Every input is validated before the first write, so bad input changes nothing.
 Pure Python; the controller imports it directly. It runs in the caller's network namespace.
 """
 from __future__ import annotations
@@ -25,6 +27,7 @@ from ansible_collections.liqo.fabric.plugins.module_utils.host.netns_lock import
 from ansible_collections.liqo.fabric.plugins.module_utils.nft import nat_table as nat
 from ansible_collections.liqo.fabric.plugins.module_utils.nft.client import Nft, NftError
 from ansible_collections.liqo.fabric.plugins.module_utils.overlay import link as olink
+from ansible_collections.liqo.fabric.plugins.module_utils.overlay import pod_port
 from ansible_collections.liqo.fabric.plugins.module_utils.route import netlink
 from ansible_collections.liqo.fabric.plugins.module_utils.route import policy as routing
 
@@ -32,7 +35,7 @@ DEFAULT_TABLE = routing.DEFAULT_TABLE
 OWNED_PREFIXES = ("lovg", "lovn")
 NAT_TABLE = "liqo_fabric_overlay"
 NAT_FAMILY = "ip"
-PARTS = ("links", "routes", "rules", "bypass")
+PARTS = ("links", "routes", "rules", "bypass", "pod_ports")
 # Keys the plan also gives a host, informative only.
 INFO_KEYS = ("internal_ip", "role")
 STATES = ("present", "absent")
@@ -60,7 +63,8 @@ def _list_of_dicts(node: dict, key: str) -> List[dict]:
 
 def validate(node_plan: Optional[dict], table, state: str) -> dict:
     """Everything checked that can be checked without the kernel; returns the normalised input:
-    {"table", "state", "links", "link_names", "routes", "rules", "bypass"} (raw lists, validated).
+    {"table", "state", "links", "link_names", "routes", "rules", "bypass", "pod_ports"} (raw lists, validated;
+    pod_ports: their IPs).
     Raises ValidationError naming the field and the value."""
     if state not in STATES:
         raise ValidationError(f"state: {state!r} is not one of {', '.join(STATES)}")
@@ -69,7 +73,8 @@ def validate(node_plan: Optional[dict], table, state: str) -> dict:
     except routing.ValidationError as e:
         raise ValidationError(str(e)) from None
     if state == "absent":
-        return {"table": table, "state": state, "links": [], "link_names": [], "routes": [], "rules": [], "bypass": []}
+        return {"table": table, "state": state, "links": [], "link_names": [], "routes": [], "rules": [], "bypass": [],
+                "pod_ports": []}
     if node_plan is None:
         node_plan = {}
     if not isinstance(node_plan, dict):
@@ -77,7 +82,11 @@ def validate(node_plan: Optional[dict], table, state: str) -> dict:
     unknown = sorted(set(node_plan) - set(PARTS) - set(INFO_KEYS))
     if unknown:
         raise ValidationError(f"node: unknown key(s) {', '.join(map(str, unknown))} (expected {', '.join(PARTS)})")
-    links, routes, rules, bypass = (_list_of_dicts(node_plan, k) for k in PARTS)
+    links, routes, rules, bypass, ports = (_list_of_dicts(node_plan, k) for k in PARTS)
+    try:
+        ports = pod_port.normalize(ports)
+    except pod_port.ValidationError as e:
+        raise ValidationError(str(e)) from None
 
     names = []
     for i, params in enumerate(links):
@@ -103,7 +112,7 @@ def validate(node_plan: Optional[dict], table, state: str) -> dict:
         except nat.NatTableError as e:
             raise ValidationError(str(e)) from None
     return {"table": table, "state": state, "links": links, "link_names": names, "routes": routes,
-            "rules": rules, "bypass": bypass}
+            "rules": rules, "bypass": bypass, "pod_ports": ports}
 
 
 def _nat_spec(bypass: List[dict]) -> dict:
@@ -148,7 +157,8 @@ def sync_overlay_dataplane(node_plan: Optional[dict], table: int = DEFAULT_TABLE
 
     changed, writes (kernel writes: link operations, route and rule messages, nft transactions; 0 in
     check mode and on an unchanged rerun), links {created, updated, deleted, actions, type}, routes
-    {added, replaced, removed}, rules {added, removed}, nat {changed, table, rules}, warnings, and with
+    {added, replaced, removed}, rules {added, removed}, nat {changed, table, rules}, pod_ports {routed (ip ->
+    port), pending (ip -> why), neighbours_added, neighbours_removed}, warnings, and with
     `want_diff` diff {before, after} (text, one section per part).
 
     Raises ValidationError (nothing changed) or DataplaneError (the kernel refused a write; the parts
@@ -195,6 +205,22 @@ def _sync(v: dict, state: str, check: bool, want_diff: bool) -> dict:
                 result["writes"] += len(r["actions"])
             parts["links"] = r
 
+        def pod_ports():
+            def run():
+                with pod_port.open_ipr() as ipr:
+                    found = pod_port.resolve(ipr, v["pod_ports"], check=check) if present else \
+                        {"found": {}, "pending": {}}
+                    return found, pod_port.sync_neighbours(ipr, found["found"], check=check)
+            found, r = guarded(pod_port.ValidationError, (pod_port.PodPortError, pod_port.NetlinkError, OSError), "",
+                               "pod_ports: ", run)
+            result["writes"] += r.pop("writes")
+            result["warnings"] += [f"pod_ports: {ip} keeps the bridge path for now: {why}"
+                                   for ip, why in sorted(found["pending"].items())]
+            v["routes"] = list(v["routes"]) + pod_port.routes(found["found"])
+            r["routed"] = {ip: p["port"] for ip, p in sorted(found["found"].items())}
+            r["pending"] = found["pending"]
+            parts["pod_ports"] = r
+
         def routes():
             r = guarded(routing.ValidationError, (netlink.NetlinkError, OSError), "", f"routes of table {table}: ",
                         lambda: routing.sync_route_table(v["routes"], table=table, state=state, check=check,
@@ -216,24 +242,28 @@ def _sync(v: dict, state: str, check: bool, want_diff: bool) -> dict:
                 result["writes"] += 1  # one nft transaction
             parts["nat"] = r
 
-        for step in ((links, routes, rules, nat_table) if present else (rules, routes, links, nat_table)):
+        for step in ((links, pod_ports, routes, rules, nat_table) if present
+                     else (rules, routes, links, nat_table, pod_ports)):
             step()
     finally:
         nft.close()
 
-    lr, rr, ur, nr = parts["links"], parts["routes"], parts["rules"], parts["nat"]
+    lr, rr, ur, nr, pr = parts["links"], parts["routes"], parts["rules"], parts["nat"], parts["pod_ports"]
     result["links"] = {k: lr[k] for k in ("created", "updated", "deleted", "actions")}
     if "type" in lr:
         result["links"]["type"] = lr["type"]
     result["routes"] = {k: rr[k] for k in ("added", "replaced", "removed")}
     result["rules"] = {k: ur[k] for k in ("added", "removed")}
     result["nat"] = {"changed": nr["changed"], "table": NAT_TABLE, "rules": nr["rules"]}
-    result["changed"] = bool(lr["changed"] or rr["changed"] or ur["changed"] or nr["changed"])
+    result["pod_ports"] = {"routed": pr["routed"], "pending": pr["pending"], "neighbours_added": pr["added"],
+                           "neighbours_removed": pr["removed"]}
+    result["changed"] = bool(lr["changed"] or rr["changed"] or ur["changed"] or nr["changed"] or pr["changed"])
     if want_diff:
         def text(side):
             return (_section("links", [link_line(n, st) for n, st in sorted(lr[side].items())])
                     + _section(f"routes, table {table}", rr[side])
                     + _section("rules", ur[side])
+                    + _section("pods reached over their bridge port: neighbours", pr[side])
                     + _section(f"nftables table {NAT_FAMILY} {NAT_TABLE}", nr["diff"][side].splitlines()))
         before, after = text("before"), text("after")
         result["diff"] = {"before": before, "after": after}

@@ -17,6 +17,9 @@ the API, so every party computes the same addresses from what it reads:
 - a node: table 18952 sends the remote (remapped) CIDRs to the gateway's internal address over its link,
   rules `to <remote CIDR>` select it, and the masquerade bypass keeps the pods' sources; the gateway pod's own
   node is a node like the others, so both directions of its pods' traffic go through the overlay (symmetric);
+- the node the active gateway pod runs on: table 18952 also reaches that pod over its own bridge port, selected
+  by a rule `to <pod IP>` (overlay/pod_port.py: a CNI bridge would cut every encapsulated super-packet of the
+  other nodes' links into MTU-sized packets);
 - the gateway pod: table 18952 sends each node's pod CIDR back over that node's link, selected by `iif
   <tunnel>` rules: what comes out of the tunnel returns the way it came;
 - the links' MTU is the tunnel's (the gateway's spec.mtu), not the underlay's: a packet too big for the tunnel
@@ -39,6 +42,7 @@ ACTIVE_LABEL = "networking.liqo.io/active"
 REMOTE_CLUSTER_ID_LABEL = "liqo.io/remote-cluster-id"
 GATEWAY_KINDS = ("GatewayServer", "GatewayClient")
 TABLE = 18952
+POD_PORT_RULE_PRIORITY = 1640
 INTERNAL_RULE_PRIORITY = 1650
 TUNNEL_RULE_PRIORITY = 1700
 NODE_RULE_PRIORITY = 1900
@@ -165,13 +169,14 @@ def _link(name, vni, remote, local, address, link_type, mtu):
             "addresses": ["%s/32" % address]}
 
 
-def plan_node(node, facts, link_type="vxlan", mtu=None, masquerade_bypass=True):
+def plan_node(node, facts, link_type="vxlan", mtu=None, masquerade_bypass=True, pod_port_route=True):
     """The overlay of one node towards the active gateway pod ({} parts when there is no gateway or no remote
     CIDR: all removed). A gateway between two pods (the active one gone, the next not yet up) keeps its rules
     and bypass with blackhole routes: packets for the remote CIDRs are dropped instead of leaving by the node's
     default route, where the masquerade would rewrite them and conntrack would keep that for as long as the flow
     lives: a flow started before a takeover would never recover.
-    `mtu` None: the tunnel's (see the module docstring)."""
+    `mtu` None: the tunnel's (see the module docstring). `pod_port_route`: on the active gateway pod's node, reach
+    that pod over its own bridge port (`pod_ports` and its rule)."""
     host = {"links": [], "routes": [], "rules": [], "bypass": []}
     mtu = link_mtu(mtu, facts)
     slot = node_slot(node, facts["internal_cidr"])
@@ -194,6 +199,9 @@ def plan_node(node, facts, link_type="vxlan", mtu=None, masquerade_bypass=True):
         if src:
             route["src"] = src
         host["routes"].append(route)
+    if pod_port_route and facts["pod"].get("node") == node["metadata"]["name"]:
+        host["pod_ports"] = [{"ip": facts["pod"]["ip"]}]
+        host["rules"].insert(0, {"priority": POD_PORT_RULE_PRIORITY, "to": "%s/32" % facts["pod"]["ip"], "table": TABLE})
     return host
 
 
