@@ -238,3 +238,48 @@ def test_bad_crd_name_fails_before_any_write(api):
     out = proc.stdout + proc.stderr
     assert "crds[1]: 'gateways.networking.liqo.io' is not a CustomResourceDefinition of group" in out, out[-2000:]
     assert {n: c["metadata"]["resourceVersion"] for n, c in crds(api).items()} == before
+
+
+def test_controller_migrates_when_it_takes_the_lease(api, tmp_path):
+    """The controller (no watch entry: the migration alone) migrates the v1alpha1-stored objects once it holds the
+    Lease; started again, it finds nothing to do and writes nothing."""
+    from tests.e2e.fabric import wait_for  # pylint: disable=import-outside-toplevel
+    from tests.e2e.test_controller import ControllerProc  # pylint: disable=import-outside-toplevel
+    current = crds_for(api)
+    kubectl(api, "create", "namespace", "liqo", check=False)
+    apply_crds(api, with_storage(current, "v1alpha1"))
+    objs = objects()
+    kubectl(api, "apply", "-f", "-", stdin=yaml.safe_dump_all(objs))
+    migrate(api)  # whatever an earlier test left: every object stored in v1alpha1, storedVersions [v1alpha1]
+    apply_crds(api, current)
+    assert stored_versions(api) == {n: ["v1alpha1", "v1beta1"] for n in CRD_NAMES}
+    assert set(etcd_api_versions(api, objs).values()) == {GROUP + "/v1alpha1"}
+    first = content(read_all(api, objs))
+    empty_map = tmp_path / "watches.yaml"
+    empty_map.write_text("watches: []\n")
+    extra = ("--watches", str(empty_map), "--no-state", "--no-warm-runner")
+
+    ctl = ControllerProc(str(tmp_path), {"lab": api.kubeconfig}, *extra, name="migr1")
+    try:
+        ctl.start()
+        done = wait_for(lambda: [r for r in ctl.logs() if r.get("msg") == "storage migration done"], 60,
+                        what="the controller's storage migration")
+    finally:
+        ctl.stop()
+    assert done[0]["objects"] == len(objs), done
+    assert stored_versions(api) == {n: ["v1beta1"] for n in CRD_NAMES}
+    assert set(etcd_api_versions(api, objs).values()) == {GROUP + "/v1beta1"}
+    migrated = read_all(api, objs)
+    assert content(migrated) == first
+    crd_versions = {n: c["metadata"]["resourceVersion"] for n, c in crds(api).items()}
+
+    again = ControllerProc(str(tmp_path), {"lab": api.kubeconfig}, *extra, name="migr2")
+    try:
+        again.start()
+        done = wait_for(lambda: [r for r in again.logs() if r.get("msg") == "storage migration done"], 60,
+                        what="the controller's storage check")
+    finally:
+        again.stop()
+    assert done[0]["objects"] == 0 and done[0]["crds"] == {}, done
+    assert read_all(api, objs) == migrated
+    assert {n: c["metadata"]["resourceVersion"] for n, c in crds(api).items()} == crd_versions

@@ -67,18 +67,25 @@ def objects_path(crd, version, namespace=None, name=None, subresource=None):
 
 
 def select_crds(api, group=GROUP, names=None):
-    """The group's CRDs (by name), or those of `names`; a name that is not a CRD of the group is refused."""
-    found = {}
-    for crd in _list(api, CRDS):
-        if (crd.get("spec") or {}).get("group") == group:
-            found[crd["metadata"]["name"]] = crd
-    if names:
-        for i, name in enumerate(names):
-            if name not in found:
-                raise MigrationError("crds[%d]: '%s' is not a CustomResourceDefinition of group %s in the cluster (%s)"
-                                     % (i, name, group, ", ".join(sorted(found)) or "none"))
-        return [found[n] for n in sorted(set(names))]
-    return [found[n] for n in sorted(found)]
+    """The group's CRDs (one list of every CRD), or those of `names` (one read each: a caller allowed to read only
+    those CRDs, like the in-cluster controller, needs no list); a name that is not a CRD of the group is refused."""
+    if not names:
+        return sorted((crd for crd in _list(api, CRDS) if (crd.get("spec") or {}).get("group") == group),
+                      key=lambda crd: crd["metadata"]["name"])
+    out = []
+    for i, name in enumerate(names):
+        try:
+            crd = api.request("GET", "%s/%s" % (CRDS, name))
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+            crd = None
+        if crd is None or (crd.get("spec") or {}).get("group") != group:
+            raise MigrationError("crds[%d]: '%s' is not a CustomResourceDefinition of group %s in the cluster"
+                                 % (i, name, group))
+        if crd not in out:
+            out.append(crd)
+    return sorted(out, key=lambda crd: crd["metadata"]["name"])
 
 
 def _list(api, path, query=None):
