@@ -11,20 +11,24 @@ from ansible_collections.liqo.fabric.plugins.module_utils.kube.rest import ApiEr
 CRD = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
 
-def crd(plural, stored, storage="v1beta1", group="networking.liqo.io"):
+def crd(plural, stored, storage="v1beta1", group="networking.liqo.io", strategy="None"):
     return {"metadata": {"name": "%s.%s" % (plural, group), "resourceVersion": "1"},
             "spec": {"group": group, "scope": "Namespaced", "names": {"plural": plural, "kind": plural.title()},
+                     "conversion": {"strategy": strategy},
                      "versions": [{"name": "v1alpha1", "served": True, "storage": storage == "v1alpha1"},
                                   {"name": "v1beta1", "served": True, "storage": storage == "v1beta1"}]},
             "status": {"storedVersions": list(stored)}}
 
 
 class FakeApi:
-    """CRDs and objects in memory; `faults` maps (method, path) to the statuses of its next answers."""
+    """CRDs and objects in memory; `faults` maps (method, path) to the statuses of its next answers; objects in
+    `stale` (keys) are refused (422) by a PUT through v1beta1 and stored valid by one through v1alpha1. Dry runs
+    answer the same and change nothing."""
 
-    def __init__(self, crds, objects, page=2):
+    def __init__(self, crds, objects, page=2, stale=()):
         self.crds = {c["metadata"]["name"]: c for c in crds}
         self.objects = objects       # path without version -> object
+        self.stale = set(stale)
         self.faults = {}
         self.writes = []
         self.page = page
@@ -56,10 +60,17 @@ class FakeApi:
         key = "/".join(parts[:3] + parts[5:])     # /apis/group/version/namespaces/ns/plural/name -> /apis/group/ns/...
         if key not in self.objects:
             raise ApiError(404, "NotFound", {}, method, path)
-        if method == "PUT":
+        if method == "PUT" and key in self.stale and parts[3] == "v1beta1":
+            raise ApiError(422, "Invalid", {"message": "spec.remote.cidr.pod in body must be of type array"}, method, path)
+        if method == "PUT" and (query or {}).get("dryRun") != "All":
             self.writes.append((method, path))
+            self.stale.discard(key)
             self.objects[key]["metadata"]["resourceVersion"] = str(int(self.objects[key]["metadata"]["resourceVersion"]) + 1)
         return copy.deepcopy(self.objects[key])
+
+
+def key(plural, name):
+    return "/apis/networking.liqo.io/ns/%s/%s" % (plural, name)
 
 
 def objs(plural, *names):
@@ -149,3 +160,36 @@ def test_named_crds_only():
     api = fake()
     report = sm.migrate(api, names=["connections.networking.liqo.io"])
     assert [e["name"] for e in report] == ["connections.networking.liqo.io"] and api.writes == []
+
+
+def stale_fake(stored):
+    """Configurations (strategy Webhook) b of which an older v1beta1 schema stored in a shape v1beta1 now refuses."""
+    return FakeApi([crd("configurations", stored, strategy="Webhook"), crd("connections", ["v1beta1"])],
+                   {**objs("configurations", "a", "b", "c"), **objs("connections", "x")},
+                   stale=[key("configurations", "b")])
+
+
+def test_objects_the_storage_version_refuses_are_repaired_through_the_other_version_then_left_alone():
+    api = stale_fake(["v1beta1"])
+    dry = sm.migrate(api, check_mode=True)
+    assert (dry[0]["changed"], dry[0]["objects"], dry[0]["repaired"]) == (True, 1, 1) and api.writes == []
+    report = sm.migrate(api)
+    assert (report[0]["changed"], report[0]["objects"], report[0]["repaired"]) == (True, 1, 1)
+    assert api.writes == [("PUT", "/apis/networking.liqo.io/v1alpha1/namespaces/ns/configurations/b")]
+    api.writes.clear()
+    assert not any(e["changed"] for e in sm.migrate(api)) and api.writes == []
+
+
+def test_a_pending_crd_rewrites_the_refused_object_through_the_other_version():
+    api = stale_fake(["v1alpha1", "v1beta1"])
+    report = sm.migrate(api)
+    assert (report[0]["objects"], report[0]["repaired"], report[0]["stored_versions"]) == (3, 1, ["v1beta1"])
+    assert ("PUT", "/apis/networking.liqo.io/v1alpha1/namespaces/ns/configurations/b") in api.writes
+
+
+def test_an_object_no_version_takes_fails_naming_it():
+    api = stale_fake(["v1beta1"])
+    api.faults[("PUT", "/apis/networking.liqo.io/v1alpha1/namespaces/ns/configurations/b")] = [422]
+    with pytest.raises(sm.MigrationError, match="Configurations ns/b: rewrite through any served version refused"):
+        sm.migrate(api)
+    assert api.writes == []

@@ -10,12 +10,17 @@ encodes it in the storage version, so etcd gets new bytes although nothing in th
 ``status.storedVersions`` (the CRD's ``/status`` subresource) to the storage version alone. Once trimmed, a CRD is
 done: a second run reads the CRDs, finds nothing pending and writes nothing.
 
+An object the storage version's schema refuses (422: a shape an older schema of that same version accepted, such as
+a Configuration's CIDR string before v1beta1 took Liqo's lists) is read and rewritten through another served version
+of a CRD whose conversion changes shapes (strategy Webhook): the conversion stores it in the valid shape, and it
+reads the same in that version. Such objects are found in every CRD with a Webhook conversion, pending or not, by a
+dry-run PUT of each (nothing written), so a second run finds none and writes nothing.
+
 Everything is read before anything is written: a CRD whose objects cannot be listed (the conversion webhook down,
 no permission) fails the migration before the first write. A rewrite that loses a race (409) reads the object
-again and rewrites that; an object deleted meanwhile is skipped. An object the apiserver refuses (422: it no
-longer validates in the storage version) stops the migration naming the object and the apiserver's message; that
-CRD's ``storedVersions`` stays as it was (the objects rewritten before it are unchanged: a rewrite changes no
-field).
+again and rewrites that; an object deleted meanwhile is skipped. An object no served version takes stops the
+migration naming the object and the apiserver's message; that CRD's ``storedVersions`` stays as it was (the objects
+rewritten before it are unchanged: a rewrite changes no field).
 
 Pure Python, no Ansible imports: ``api`` is anything with ``request(method, path, query, body, content_type)``
 (``kube.client.Kube``, the controller's ``ClusterAPI``).
@@ -120,14 +125,14 @@ def _object_name(obj):
     return "%s/%s" % (meta["namespace"], meta["name"]) if meta.get("namespace") else meta["name"]
 
 
-def _put_as_read(api, crd, version, obj):
-    """PUT of `obj` (as read in `version`) through `version`; a lost race reads it again. The object as written,
-    or None when it was deleted meanwhile."""
+def _put_as_read(api, crd, version, obj, dry_run=False):
+    """PUT of `obj` (as read in `version`) through `version` (with dry_run, validated and not persisted); a lost race
+    reads it again. The object as written, or None when it was deleted meanwhile."""
     meta = obj["metadata"]
     path = objects_path(crd, version, meta.get("namespace"), meta["name"])
     for attempt in range(RETRIES):
         try:
-            return api.request("PUT", path, None, obj)
+            return api.request("PUT", path, {"dryRun": "All"} if dry_run else None, obj)
         except ApiError as exc:
             if exc.status == 404:
                 return None
@@ -142,16 +147,62 @@ def _put_as_read(api, crd, version, obj):
     return None  # not reached: the last attempt returns or raises
 
 
-def rewrite(api, crd, obj):
-    """Rewrites one object (read in the storage version) through the storage version, so that etcd holds it in that
-    version. True when written, False when it was deleted meanwhile."""
+def _refused(crd, obj, version, exc):
+    return MigrationError("%s %s: rewrite through %s refused (%s keeps storedVersions %s): %s"
+                          % (crd["spec"]["names"]["kind"], _object_name(obj), version, crd["metadata"]["name"],
+                             stored_versions(crd), exc))
+
+
+def rewrite(api, crd, obj, dry_run=False, through_storage=True):
+    """Rewrites one object (read in the storage version) so that etcd holds it in the storage version, valid there.
+
+    Through the storage version first (unless `through_storage` is false: the caller knows it refuses the object);
+    an object refused there (422: a shape an older schema of that version accepted) is read and written through
+    another served version, whose conversion stores the valid shape. Returns the version it was (with dry_run:
+    would be) written through, or None when it was deleted meanwhile."""
     storage = storage_version(crd)
+    if through_storage:
+        try:
+            return storage if _put_as_read(api, crd, storage, obj, dry_run) is not None else None
+        except ApiError as exc:
+            if exc.status != 422:
+                raise _refused(crd, obj, storage, exc)
+            refusal = exc
+    else:
+        refusal = "refused by the %s schema" % storage
+    meta = obj["metadata"]
+    for version in convertible_versions(crd):
+        if version == storage:
+            continue
+        try:
+            other = api.request("GET", objects_path(crd, version, meta.get("namespace"), meta["name"]))
+            return version if _put_as_read(api, crd, version, other, dry_run) is not None else None
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            if exc.status != 422:
+                raise _refused(crd, obj, version, exc)
+    raise _refused(crd, obj, "any served version" if convertible_versions(crd) else storage, refusal)
+
+
+def convertible_versions(crd):
+    """The served versions of a CRD whose conversion changes an object's shape (strategy Webhook), else []: only
+    through one of those can an object refused by the storage version's schema be written in a valid shape."""
+    spec = crd.get("spec") or {}
+    if ((spec.get("conversion") or {}).get("strategy") or "None") != "Webhook":
+        return []
+    return [v["name"] for v in spec.get("versions") or [] if v.get("served")]
+
+
+def refused_by_storage(api, crd, obj):
+    """Whether the storage version's schema refuses the object as it is stored (a dry-run PUT: nothing written)."""
     try:
-        return _put_as_read(api, crd, storage, obj) is not None
+        _put_as_read(api, crd, storage_version(crd), obj, dry_run=True)
     except ApiError as exc:
-        raise MigrationError("%s %s: rewrite through %s refused (%s keeps storedVersions %s): %s"
-                             % (crd["spec"]["names"]["kind"], _object_name(obj), storage, crd["metadata"]["name"],
-                                stored_versions(crd), exc))
+        if exc.status == 422:
+            return True
+        raise _refused(crd, obj, storage_version(crd), exc)
+    return False
 
 
 def trim(api, crd):
@@ -176,23 +227,33 @@ def trim(api, crd):
 
 
 def migrate(api, group=GROUP, names=None, check_mode=False):
-    """Migrates the group's CRDs (or those of `names`) whose storedVersions lists more than the storage version.
+    """Migrates the group's CRDs (or those of `names`): those whose storedVersions lists more than the storage
+    version get every object rewritten and storedVersions trimmed; in those whose conversion changes shapes, the
+    objects the storage version's schema refuses (an older schema of that version took them) are rewritten through
+    another version (`repaired`).
 
     Returns one entry per CRD: name, storage_version, stored_versions_before, stored_versions (after; as it
-    would be in check mode), objects (rewritten, or to rewrite in check mode) and changed."""
+    would be in check mode), objects (rewritten, or to rewrite in check mode), repaired (of those, or alone: the
+    ones written through another version) and changed."""
     crds = select_crds(api, group, names)
-    work = [(crd, read_objects(api, crd, storage_version(crd)) if pending(crd) else []) for crd in crds]
+    work = [(crd, read_objects(api, crd, storage_version(crd)) if pending(crd) or convertible_versions(crd) else [])
+            for crd in crds]
     report = []
     for crd, items in work:
         storage = storage_version(crd)
         entry = {"name": crd["metadata"]["name"], "storage_version": storage,
                  "stored_versions_before": stored_versions(crd), "stored_versions": stored_versions(crd),
-                 "objects": 0, "changed": pending(crd)}
-        if entry["changed"] and check_mode:
-            entry["objects"], entry["stored_versions"] = len(items), [storage]
-        elif entry["changed"]:
-            entry["objects"] = sum(1 for obj in items if rewrite(api, crd, obj))
-            entry["stored_versions"] = stored_versions(trim(api, crd))
+                 "objects": 0, "repaired": 0, "changed": pending(crd)}
+        if entry["changed"]:
+            through = [rewrite(api, crd, obj, dry_run=check_mode) for obj in items]
+        else:   # only the objects the storage version refuses
+            through = [rewrite(api, crd, obj, dry_run=check_mode, through_storage=False)
+                       for obj in items if refused_by_storage(api, crd, obj)]
+        through = [v for v in through if v is not None]
+        entry["objects"], entry["repaired"] = len(through), sum(1 for v in through if v != storage)
+        entry["changed"] = entry["changed"] or entry["repaired"] > 0
+        if pending(crd):
+            entry["stored_versions"] = [storage] if check_mode else stored_versions(trim(api, crd))
         report.append(entry)
     return report
 
