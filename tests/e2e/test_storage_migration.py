@@ -283,3 +283,50 @@ def test_controller_migrates_when_it_takes_the_lease(api, tmp_path):
     assert done[0]["objects"] == 0 and done[0]["crds"] == {}, done
     assert read_all(api, objs) == migrated
     assert {n: c["metadata"]["resourceVersion"] for n, c in crds(api).items()} == crd_versions
+
+
+def test_the_controllers_rbac_allows_every_request_of_its_migration(api):
+    """Every request the controller's migration makes (its CRDs by name, as controller/storage_migration.py asks
+    them), checked against deploy/controller/rbac.yaml by the apiserver's RBAC (kubectl auth can-i --as its
+    ServiceAccount): a pending migration and the dry runs of a done one."""
+    from ansible_collections.liqo.fabric.plugins.module_utils.api import storage_migration  # pylint: disable=import-outside-toplevel
+    from ansible_collections.liqo.fabric.plugins.module_utils.kube.client import Kube  # pylint: disable=import-outside-toplevel
+    kubectl(api, "create", "namespace", "liqo", check=False)
+    kubectl(api, "apply", "-f", os.path.join(ROOT, "deploy", "controller", "rbac.yaml"))
+    current = crds_for(api)
+    apply_crds(api, with_storage(current, "v1alpha1"))
+    kubectl(api, "apply", "-f", "-", stdin=yaml.safe_dump_all(objects()))
+    migrate(api)
+    apply_crds(api, current)
+
+    requests = set()
+    kube = Kube(api.kubeconfig)
+    real = kube.request
+
+    def recorded(method, path, query=None, body=None, content_type="application/json"):
+        requests.add((method, path))
+        return real(method, path, query, body, content_type)
+    kube.request = recorded
+    try:
+        assert any(e["changed"] for e in storage_migration.migrate(kube, GROUP, CRD_NAMES))
+        assert not any(e["changed"] for e in storage_migration.migrate(kube, GROUP, CRD_NAMES))
+    finally:
+        kube.close()
+    refused = []
+    for method, path in sorted(requests):
+        parts = path.strip("/").split("/")   # apis, group, version, [namespaces, ns,] plural[, name[, subresource]]
+        ns = None
+        if len(parts) > 4 and parts[3] == "namespaces":
+            ns = parts[4]
+            del parts[3:5]
+        rest = parts[3:]
+        verb = {"PUT": "update", "GET": "get" if len(rest) > 1 else "list"}[method]
+        args = ["auth", "can-i", verb, "%s.%s" % (rest[0], parts[1]) + ("/" + rest[1] if len(rest) > 1 else "")]
+        args += ["--subresource", rest[2]] if len(rest) > 2 else []
+        args += ["-n", ns] if ns else ["--all-namespaces"] if verb == "list" else []
+        args += ["--as", "system:serviceaccount:liqo:liqo-fabric-controller"]
+        answer = kubectl(api, *args, check=False)
+        if answer.stdout.strip() != "yes":
+            refused.append("%s %s: %s" % (method, path, (answer.stdout + answer.stderr).strip()))
+    assert {m for m, dummy in requests} == {"GET", "PUT"} and len(requests) > 2 * len(CRD_NAMES), requests
+    assert not refused, refused
