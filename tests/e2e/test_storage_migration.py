@@ -12,15 +12,14 @@ import json
 import os
 import shutil
 import subprocess
-import tempfile
 
 import pytest
 import yaml
 
 from plugins.module_utils.api.conversion import convert
 from tests.e2e.fabric import playbook
-from tests.e2e.test_crds_apiserver import GROUP, KUBECTL, crds_for, kubectl
-from tests.lab.apiserver import ApiServer, ApiServerError, etcd_binary
+from tests.e2e.test_crds_apiserver import GROUP, crds_for, kubectl, lab_apiserver
+from tests.lab.apiserver import ApiServerError, etcd_binary
 from tests.unit.seed_examples import seed_examples
 
 pytestmark = pytest.mark.e2e
@@ -43,23 +42,10 @@ def _etcdctl():
 
 @pytest.fixture(scope="module")
 def api():
-    if not os.access(KUBECTL, os.X_OK):
-        pytest.skip("kubectl is not installed")
     if not _etcdctl():
         pytest.skip("no etcdctl (beside the lab's etcd or on PATH) to read what etcd stores")
-    workdir = tempfile.mkdtemp(prefix="lfab-migrate-")
-    srv = ApiServer("lfabmigr", workdir)
-    try:
-        srv.start()
-    except ApiServerError as exc:
-        srv.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
-        pytest.skip("no kube-apiserver: %s" % str(exc).splitlines()[0])
-    try:
+    with lab_apiserver("lfabmigr") as srv:
         yield srv
-    finally:
-        srv.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def with_storage(text, storage, served=("v1alpha1", "v1beta1")):
@@ -243,8 +229,6 @@ def test_bad_crd_name_fails_before_any_write(api):
 def test_controller_migrates_when_it_takes_the_lease(api, tmp_path):
     """The controller (no watch entry: the migration alone) migrates the v1alpha1-stored objects once it holds the
     Lease; started again, it finds nothing to do and writes nothing."""
-    from tests.e2e.fabric import wait_for  # pylint: disable=import-outside-toplevel
-    from tests.e2e.test_controller import ControllerProc  # pylint: disable=import-outside-toplevel
     current = crds_for(api)
     kubectl(api, "create", "namespace", "liqo", check=False)
     apply_crds(api, with_storage(current, "v1alpha1"))
@@ -259,30 +243,31 @@ def test_controller_migrates_when_it_takes_the_lease(api, tmp_path):
     empty_map.write_text("watches: []\n")
     extra = ("--watches", str(empty_map), "--no-state", "--no-warm-runner")
 
-    ctl = ControllerProc(str(tmp_path), {"lab": api.kubeconfig}, *extra, name="migr1")
-    try:
-        ctl.start()
-        done = wait_for(lambda: [r for r in ctl.logs() if r.get("msg") == "storage migration done"], 60,
-                        what="the controller's storage migration")
-    finally:
-        ctl.stop()
-    assert done[0]["objects"] == len(objs), done
+    done = controller_migration(api, tmp_path, "migr1", extra)
+    assert done["objects"] == len(objs), done
     assert stored_versions(api) == {n: ["v1beta1"] for n in CRD_NAMES}
     assert set(etcd_api_versions(api, objs).values()) == {GROUP + "/v1beta1"}
     migrated = read_all(api, objs)
     assert content(migrated) == first
     crd_versions = {n: c["metadata"]["resourceVersion"] for n, c in crds(api).items()}
 
-    again = ControllerProc(str(tmp_path), {"lab": api.kubeconfig}, *extra, name="migr2")
-    try:
-        again.start()
-        done = wait_for(lambda: [r for r in again.logs() if r.get("msg") == "storage migration done"], 60,
-                        what="the controller's storage check")
-    finally:
-        again.stop()
-    assert done[0]["objects"] == 0 and done[0]["crds"] == {}, done
+    done = controller_migration(api, tmp_path, "migr2", extra)
+    assert done["objects"] == 0 and done["crds"] == {}, done
     assert read_all(api, objs) == migrated
     assert {n: c["metadata"]["resourceVersion"] for n, c in crds(api).items()} == crd_versions
+
+
+def controller_migration(api, tmp_path, name, extra):
+    """Starts the controller, waits for its storage migration's log line, stops it; the line."""
+    from tests.e2e.fabric import wait_for  # pylint: disable=import-outside-toplevel
+    from tests.e2e.test_controller import ControllerProc  # pylint: disable=import-outside-toplevel
+    ctl = ControllerProc(str(tmp_path), {"lab": api.kubeconfig}, *extra, name=name)
+    try:
+        ctl.start()
+        return wait_for(lambda: [r for r in ctl.logs() if r.get("msg") == "storage migration done"], 60,
+                        what="the controller's storage migration")[0]
+    finally:
+        ctl.stop()
 
 
 def test_the_controllers_rbac_allows_every_request_of_its_migration(api):
