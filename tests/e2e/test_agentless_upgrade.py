@@ -154,18 +154,27 @@ def test_connected_by_the_previous_release(lab):
     STATE["before"], STATE["objects"] = before, api_objects(lab)
 
 
-def test_connect_before_install_over_string_cidrs_names_the_migration_and_changes_nothing(lab):
-    """A pair whose Configurations hold v1beta1 CIDR strings: the current CRDs' schema no longer takes them, and the
-    current connect cannot apply over them until the storage migration (in install) has rewritten them."""
-    if STATE["release"] != previous_release.BEFORE_CIDR_LISTS:
-        pytest.skip("the previous release stored no shape the current CRDs refuse")
-    for c in ("a", "b"):
-        kubectl(lab[c], "apply", "-f", "-", input=crds_for(lab[c].apiserver))   # as install applies them
-    proc = playbook("connect", lab.inventory_path, check=False, kubeconfig=lab["a"].kubeconfig,
-                    remote_kubeconfig=lab["b"].kubeconfig, **GROUPS)
+def test_connect_before_install(lab):
+    """The current connect before the current install, under pings both ways (none lost): over the previous release
+    it has nothing to change; over Configurations holding v1beta1 CIDR strings, which the current CRDs' schema no
+    longer takes, it cannot apply until the storage migration (in install) has rewritten them, and says so."""
+    if STATE["release"] == previous_release.BEFORE_CIDR_LISTS:
+        for c in ("a", "b"):
+            kubectl(lab[c], "apply", "-f", "-", input=crds_for(lab[c].apiserver))   # as install applies them
+    flows = pods_flows(lab)
+    try:
+        proc = playbook("connect", lab.inventory_path, check=False, json_output=True, kubeconfig=lab["a"].kubeconfig,
+                        remote_kubeconfig=lab["b"].kubeconfig, **GROUPS)
+    finally:
+        results = [flow.stop() for flow in flows]
+    for sent, lost, losses in results:
+        assert sent > 0 and not lost, losses
     out = proc.stdout + proc.stderr
-    assert proc.returncode != 0 and "failed to create typed live object" in out, out[-3000:]
-    assert "migrate it with liqo.fabric.migrate_storage" in out, out[-3000:]
+    if STATE["release"] == previous_release.BEFORE_CIDR_LISTS:
+        assert proc.returncode != 0 and "failed to create typed live object" in out, out[-3000:]
+        assert "migrate it with liqo.fabric.migrate_storage" in out, out[-3000:]
+    else:
+        assert proc.returncode == 0 and changed_tasks(proc) == [], out[-3000:]
     assert snapshot(lab) == STATE["before"] and api_objects(lab) == STATE["objects"]
 
 
