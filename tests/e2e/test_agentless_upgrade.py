@@ -4,6 +4,7 @@ current tree run over it under pings between pods both ways. Nothing is lost; th
 interfaces, wireguard-go processes, overlay links and the per-node overlay records of the older release are
 understood and kept (no key regenerated, no link recreated); what the rerun changes is what docs/upgrade.md lists.
 The tests run in order on one lab."""
+import contextlib
 import hashlib
 import json
 import shutil
@@ -37,12 +38,19 @@ def previous(request):
 
 @pytest.fixture(scope="module")
 def lab(previous):
+    with connected_by(previous) as lab_:
+        yield lab_
+
+
+@contextlib.contextmanager
+def connected_by(root):
+    """Two light lab clusters (2 nodes, a pod each, the same pod CIDR) installed and connected by the tree at root."""
     require_root()
     with Lab([{"name": "a"}, {"name": "b"}], pod_cidr="10.243.0.0/16", nodes=2, pods_per_node=1) as lab_:
         for c in ("a", "b"):
-            run(previous, "install", kubeconfig=lab_[c].kubeconfig, pod_cidr=lab_[c].pod_cidr,
+            run(root, "install", kubeconfig=lab_[c].kubeconfig, pod_cidr=lab_[c].pod_cidr,
                 service_cidr=lab_[c].service_cidr, reserved=[lab_[c].underlay_cidr])
-        run(previous, "connect", lab_.inventory_path, kubeconfig=lab_["a"].kubeconfig,
+        run(root, "connect", lab_.inventory_path, kubeconfig=lab_["a"].kubeconfig,
             remote_kubeconfig=lab_["b"].kubeconfig, wait=True, wait_timeout=30, **GROUPS)
         yield lab_
 

@@ -9,25 +9,17 @@ import shutil
 
 import pytest
 
-from tests.conftest import require_root
 from tests.e2e import fabric, previous_release
-from tests.e2e.test_agentless_upgrade import GROUPS, pods_flows, run, snapshot
+from tests.e2e.test_agentless_upgrade import GROUPS, connected_by, pods_flows, snapshot
 from tests.e2e.test_controller import ControllerProc, wait_for
-from tests.lab import Lab
 
 pytestmark = pytest.mark.skipif(not shutil.which("kubectl"), reason="kubectl is not installed")
 
 
 @pytest.fixture(scope="module")
 def lab():
-    require_root()
     previous = previous_release.collection()
-    with Lab([{"name": "a"}, {"name": "b"}], pod_cidr="10.243.0.0/16", nodes=2, pods_per_node=1) as lab_:
-        for c in ("a", "b"):
-            run(previous, "install", kubeconfig=lab_[c].kubeconfig, pod_cidr=lab_[c].pod_cidr,
-                service_cidr=lab_[c].service_cidr, reserved=[lab_[c].underlay_cidr])
-        run(previous, "connect", lab_.inventory_path, kubeconfig=lab_["a"].kubeconfig,
-            remote_kubeconfig=lab_["b"].kubeconfig, wait=True, wait_timeout=30, **GROUPS)
+    with connected_by(previous) as lab_:
         try:
             yield lab_, previous
         finally:
