@@ -66,6 +66,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="seconds between resyncs of every entry with one (default: the watch map's `resync`)")
     p.add_argument("--key-rotation-check", type=float, default=10.0, metavar="SECONDS",
                    help="seconds between checks of the gateways' key-rotation-period annotations (default %(default)s)")
+    p.add_argument("--no-storage-migration", action="store_true",
+                   help="controller mode: do not migrate the CRDs' stored objects to their storage version when taking "
+                        "a cluster's Lease (default: migrate, then trim status.storedVersions; docs/upgrade.md)")
     p.add_argument("--no-leader-elect", action="store_true", help="act without holding the Lease")
     p.add_argument("--lease-duration", type=float, default=15.0)
     p.add_argument("--lease-namespace", default="liqo")
@@ -230,7 +233,8 @@ def main(argv=None) -> int:
     metrics = Metrics()
     engine_mode = modes.make(mode, node_name=args.node_name, gateway=gateway, namespaces=namespaces,
                              repoint_in_process=not args.no_repoint_in_process,
-                             standby_warmup_delay=args.standby_warmup_delay, key_rotation_check=args.key_rotation_check)
+                             standby_warmup_delay=args.standby_warmup_delay, key_rotation_check=args.key_rotation_check,
+                             storage_migration=not args.no_storage_migration)
     engine = Engine(entries, clusters, args.collection_root, runtime, inventory=args.inventory, workers=args.workers,
                     debounce=args.debounce, leader_elect=not args.no_leader_elect, lease_duration=args.lease_duration,
                     lease_namespace=args.lease_namespace, identity=args.identity, mode=engine_mode,

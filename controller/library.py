@@ -28,6 +28,7 @@ _collection_importable()
 
 # pylint: disable=wrong-import-position
 from ansible_collections.liqo.fabric.plugins.module_utils.api import conversion as api_conversion  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils.api import storage_migration as api_storage_migration  # noqa: E402
 from ansible_collections.liqo.fabric.plugins.module_utils.gateway import key_rotation as gateway_key_rotation  # noqa: E402
 from ansible_collections.liqo.fabric.plugins.module_utils.gateway import plan as gateway_plan  # noqa: E402
 from ansible_collections.liqo.fabric.plugins.module_utils.health import daemon as health_daemon  # noqa: E402
@@ -53,6 +54,7 @@ from ansible_collections.liqo.fabric.plugins.plugin_utils.speed import warm_clie
 
 __all__ = [
     "api_conversion",
+    "api_storage_migration",
     "gateway_key_rotation",
     "gateway_plan",
     "health_daemon",

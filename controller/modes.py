@@ -3,7 +3,7 @@
 """The engine's three modes (one image, one engine: docs/in-cluster.md) and the features each registers.
 
 - controller: the API side (with --inventory also the agentless dataplane); a Lease per cluster; the served clusters
-  as each other's peers (fabric_peer_kubeconfigs); key rotation.
+  as each other's peers (fabric_peer_kubeconfigs); key rotation; the CRDs' storage migration when it takes a Lease.
 - node: the node agent: its own Node and the Pods on it, no Lease; the overlay re-pointed in process.
 - gateway: one gateway pod: its own GatewayServer/GatewayClient in its namespace, a Lease per gateway; gateway HA,
   live peer health, the standby's runs.
@@ -20,20 +20,25 @@ from controller.key_rotation import KeyRotation
 from controller.node_repoint import NodeRepointFeature
 from controller.peer_clusters import PeerClusters
 from controller.peer_health import PeerHealthFeature
+from controller.storage_migration import StorageMigration
 from controller.watchmap import RESOURCES
 
 
 class ControllerMode(Mode):
-    def __init__(self, namespaces: Optional[List[str]] = None, key_rotation_check: float = 10.0):
+    def __init__(self, namespaces: Optional[List[str]] = None, key_rotation_check: float = 10.0,
+                 storage_migration: bool = True):
         super().__init__(namespaces)
         self.key_rotation_check = key_rotation_check
+        self.storage_migration = storage_migration
 
     def features(self, engine) -> list:
+        out = [StorageMigration(engine)] if self.storage_migration else []
         gw_entry = engine.by_kind.get("GatewayServer") or engine.by_kind.get("GatewayClient")
         if not (gw_entry and gw_entry.playbook):
-            return []
+            return out
         peers = PeerClusters(engine)
-        return [peers, KeyRotation(engine, os.path.dirname(gw_entry.playbook), period=self.key_rotation_check, peers=peers)]
+        return out + [peers, KeyRotation(engine, os.path.dirname(gw_entry.playbook), period=self.key_rotation_check,
+                                         peers=peers)]
 
 
 class NodeMode(Mode):
@@ -114,10 +119,10 @@ class GatewayMode(Mode):
 
 def make(mode: str = "controller", node_name: str = "", gateway: Optional[dict] = None,
          namespaces: Optional[List[str]] = None, repoint_in_process: bool = True, standby_warmup_delay: float = 0.0,
-         key_rotation_check: float = 10.0) -> Mode:
+         key_rotation_check: float = 10.0, storage_migration: bool = True) -> Mode:
     """The mode `mode` with the command line's settings (controller/__main__.py)."""
     if mode == "node":
         return NodeMode(node_name, namespaces, repoint_in_process=repoint_in_process)
     if mode == "gateway":
         return GatewayMode(gateway, node_name, standby_warmup_delay=standby_warmup_delay)
-    return ControllerMode(namespaces, key_rotation_check=key_rotation_check)
+    return ControllerMode(namespaces, key_rotation_check=key_rotation_check, storage_migration=storage_migration)

@@ -24,10 +24,11 @@ ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbo
 
 def playbook(book: str, inventory: str | None = None, /, *, check: bool = True, json_output: bool = False,
              proc_timeout: float = 300, cli_flags: tuple = (), environ: dict | None = None,
-             **extra) -> subprocess.CompletedProcess:
-    """Runs playbooks/<book>.yml with `extra` as extra vars (any name, `name` and `timeout` included),
-    `cli_flags` (e.g. --check --diff) and `environ` added to its environment; returns the process (stdout, stderr)."""
-    argv = [ANSIBLE_PLAYBOOK, os.path.join(PLAYBOOKS, book + ".yml"), "-e", json.dumps(extra), *cli_flags]
+             playbooks: str = PLAYBOOKS, **extra) -> subprocess.CompletedProcess:
+    """Runs <playbooks>/<book>.yml (default: this tree's) with `extra` as extra vars (any name, `name` and `timeout`
+    included), `cli_flags` (e.g. --check --diff) and `environ` added to its environment; returns the process (stdout,
+    stderr)."""
+    argv = [ANSIBLE_PLAYBOOK, os.path.join(playbooks, book + ".yml"), "-e", json.dumps(extra), *cli_flags]
     if inventory:
         argv[1:1] = ["-i", inventory]
     env = ansible_env(dict({"ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json"} if json_output else {}, **(environ or {})))

@@ -6,6 +6,7 @@ the columns the seeds show. The conversion webhook (the lab apiserver's, `python
 --mode webhook`) converts between the versions: apply in one, read in the other, apply back, no diff; the
 webhook down, the apiserver's error names it and nothing is written; back, everything converges.
 """
+import contextlib
 import json
 import os
 import re
@@ -31,12 +32,14 @@ PLURAL = {"Configuration": "configurations", "GatewayServer": "gatewayservers", 
 KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
 
 
-@pytest.fixture(scope="module")
-def api():
+@contextlib.contextmanager
+def lab_apiserver(name):
+    """A lab kube-apiserver + etcd (and its conversion webhook) in a temporary directory, removed afterwards; the
+    test skips when kubectl or the apiserver is missing."""
     if not os.access(KUBECTL, os.X_OK):
         pytest.skip("kubectl is not installed")
-    workdir = tempfile.mkdtemp(prefix="lfab-crds-")
-    srv = ApiServer("lfabcrds", workdir)
+    workdir = tempfile.mkdtemp(prefix="lfab-%s-" % name)
+    srv = ApiServer(name, workdir)
     try:
         srv.start()
     except ApiServerError as exc:
@@ -44,12 +47,18 @@ def api():
         shutil.rmtree(workdir, ignore_errors=True)
         pytest.skip("no kube-apiserver: %s" % str(exc).splitlines()[0])
     try:
-        kubectl(srv, "apply", "-f", "-", stdin=crds_for(srv))
-        kubectl(srv, "wait", "--for", "condition=Established", "--timeout", "60s", "crd", "-l", "app.kubernetes.io/part-of=liqo-fabric")
         yield srv
     finally:
         srv.stop()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def api():
+    with lab_apiserver("lfabcrds") as srv:
+        kubectl(srv, "apply", "-f", "-", stdin=crds_for(srv))
+        kubectl(srv, "wait", "--for", "condition=Established", "--timeout", "60s", "crd", "-l", "app.kubernetes.io/part-of=liqo-fabric")
+        yield srv
 
 
 def crds_for(srv):

@@ -186,6 +186,7 @@ class ApiServer:
         self.start_seconds = 0.0
         self.ready = False  # /readyz answered once
         self.webhook_port = 0
+        self.etcd_url = ""  # etcd's client URL (what etcdctl reads the stored objects from)
         self.webhook_url = ""
         self.webhook_ca_bundle = ""
 
@@ -215,6 +216,7 @@ class ApiServer:
             f.write(f'{self.token},lab-admin,lab-admin,"system:masters"\n')
 
         etcd_port, peer_port, self.port = free_port(), free_port(), free_port()
+        self.etcd_url = f"http://127.0.0.1:{etcd_port}"
         # etcd reads ETCD_* variables as settings: give it a clean environment.
         etcd_env = {k: v for k, v in os.environ.items() if not k.startswith("ETCD_")}
         self._spawn("etcd", [

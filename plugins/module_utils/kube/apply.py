@@ -156,7 +156,12 @@ def diff_entry(before, after):
 def _error(obj, exc):
     if isinstance(exc, Unauthorized):
         return exc  # about the credentials, not the object: its own message names the server and kubeconfig
-    return ApplyError("%s: %s (HTTP %s)" % (describe(obj), exc.message, exc.status))
+    hint = ""
+    if exc.status == 500 and "failed to create typed live object" in exc.message:
+        # server-side apply cannot read the stored object with the CRD's schema: it was written by an older schema
+        hint = ("; the object in the cluster has a shape its CRD's schema no longer takes: migrate it with "
+                "liqo.fabric.migrate_storage (liqo.fabric.install does too, docs/upgrade.md)")
+    return ApplyError("%s: %s (HTTP %s)%s" % (describe(obj), exc.message, exc.status, hint))
 
 
 def apply_all(kube, definitions, check_mode=False, field_manager="liqo-fabric"):
