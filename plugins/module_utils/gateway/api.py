@@ -9,7 +9,7 @@ import base64
 
 from ansible_collections.liqo.fabric.plugins.module_utils.gateway.keys import GatewayKeyError, keys_from_secret
 from ansible_collections.liqo.fabric.plugins.module_utils.gateway.plan import (
-    KEY_SECRET_LABEL, KINDS, connection_object, plan, user_secret_name)
+    KEY_SECRET_LABEL, KINDS, connection_object, plan, published_mtu, user_secret_name)
 from ansible_collections.liqo.fabric.plugins.module_utils.gateway.template import TemplateError, render_gateway_template
 from ansible_collections.liqo.fabric.plugins.module_utils.kube.client import (
     ApiException, REMOTE_CLUSTER_ID_LABEL, now_rfc3339, set_condition)
@@ -289,6 +289,8 @@ def publish(kube, plan_, probe=None, check_mode=False, manifests="dry_run"):
                     obj["kind"], obj["metadata"].get("name"), exc.status, _api_message(exc))
     want = dict(gw.get("status") or {})
     want.update(plan_["status"])
+    if published_mtu(plan_, probe):
+        want["mtu"] = published_mtu(plan_, probe)
     if want != (gw.get("status") or {}):
         changed.append("%s/%s/%s status" % (kind, ns, name))
         if not check_mode:
