@@ -334,6 +334,8 @@ def _publish_connection(kube, plan_, probe, gw, check_mode, changed):
         status["latency"] = conn["status"]["latency"]
     elif status.get("value") != "Connected":
         status.pop("latency", None)
+    if "mtu" in conn["status"]:
+        status["mtu"] = conn["status"]["mtu"]
     established = "True" if status["value"] == "Connected" else "False"
     status["conditions"], dummy = set_condition(status.get("conditions"), CONDITION, established, reason,
                                                 message or reason, plan_.get("generation"))
@@ -341,7 +343,7 @@ def _publish_connection(kube, plan_, probe, gw, check_mode, changed):
     # latency changes on every probe: it alone is no reason to report a change
     same = (old.get("value") == status["value"]
             and _strip_times(old.get("conditions")) == _strip_times(status["conditions"])
-            and ("latency" in old) == ("latency" in status))
+            and ("latency" in old) == ("latency" in status) and old.get("mtu") == status.get("mtu"))
     if not same:
         changed.append("Connection/%s/%s %s" % (ns, plan_["connection_name"], status["value"]))
     if not same or status.get("latency") != old.get("latency"):

@@ -128,6 +128,7 @@ class Probe:
     icmp_mtu: int | None          # the path MTU an ICMP "fragmentation needed" reported, if any
     tried: list
     seconds: float
+    reason: str = "build"         # why it ran: build, first, periodic, frag-needed, endpoint, reconnected
 
     def to_result(self):
         return dataclasses.asdict(self)
@@ -249,3 +250,110 @@ def probe_and_set(interface, address, public_key=None, cap=None, run=subprocess.
     if changed:
         set_link_mtu(interface, status["value"], run)
     return {"mtu_status": status, "probe": result.to_result(), "changed": changed}
+
+
+PERIOD = 10.0      # seconds between two probes of a path that gives no sign of change
+CONFIRM = 3        # probes in a row that must find a larger size before the tunnel grows
+
+
+class Watch:
+    """The live side of auto: re-probes a built tunnel's path periodically and at once when it may have changed (an
+    ICMP "fragmentation needed" recorded for the peer's endpoint below the tunnel's size, a new peer endpoint, the
+    peer answering again after a failure: kick()), and sets the interface through a Hysteresis: lower at once, larger
+    only once confirmed. The first probe sets what it finds either way (the tunnel was built before its path was
+    known). step() returns the new status.mtu when the tunnel's MTU changed, else None."""
+
+    def __init__(self, interface, address, public_key=None, cap=None, period=PERIOD, confirm=CONFIRM,
+                 run=subprocess.run, send=None, clock=time.monotonic):
+        self.interface, self.address, self.public_key, self.cap = interface, address, public_key, cap
+        self.period, self.confirm, self.run, self.send, self.clock = period, confirm, run, send, clock
+        self.hysteresis = None
+        self.endpoint = None
+        self.last = None            # clock() of the last probe
+        self.kicked = None
+        self.status = None          # status.mtu after the last probe
+        self.result = None          # the last Probe
+        self.error = None
+        self.probes = 0
+
+    def kick(self, why):
+        """Probe at the next step (the tunnel answered again after a failure: a failover, a new path)."""
+        self.kicked = why
+
+    def due(self):
+        """Why the path should be probed now, or None."""
+        endpoint = peer_endpoint_ip(self.interface, self.public_key)
+        if endpoint is None:
+            return None
+        if self.last is None:
+            return "first"
+        if endpoint != self.endpoint:
+            return "endpoint"
+        if self.kicked:
+            return self.kicked
+        cached = route_to(endpoint, self.run)[1]
+        if cached and self.hysteresis and cached < self.hysteresis.current + overhead(endpoint):
+            return "frag-needed"
+        if self.clock() - self.last >= self.period:
+            return "periodic"
+        return None
+
+    def step(self):
+        try:
+            why = self.due()
+            if why is None:
+                return None
+            return self._probe(why)
+        except (PathMtuError, OSError) as exc:
+            self.error = str(exc)[:300]
+            self.last = self.clock()
+            return None
+
+    def _probe(self, why):
+        self.kicked = None
+        self.endpoint = peer_endpoint_ip(self.interface, self.public_key)
+        current = link_mtu(self.interface)
+        kw = {"send": self.send, "settle": 0} if self.send else {}
+        self.result = probe(self.interface, self.address, self.endpoint, current, run=self.run, **kw)
+        self.result.reason = why
+        self.last, self.error = self.clock(), None
+        self.probes += 1
+        found = self.result.tunnel_mtu
+        capped = min(found, self.cap) if found and self.cap else found
+        if self.hysteresis is None:
+            self.hysteresis = Hysteresis(current, self.confirm)
+            new = capped if capped and capped != current else None
+            if new:
+                self.hysteresis.current = new
+        else:
+            new = self.hysteresis.observe(capped)
+        if found is not None:
+            self.status = mtu_status(found, self.endpoint, self.cap, current)
+        if not new or new == current:
+            if self.status:
+                self.status["value"] = current
+            return None
+        set_link_mtu(self.interface, new, self.run)
+        self.status["value"] = new
+        return dict(self.status)
+
+    def snapshot(self):
+        return {"status": self.status, "error": self.error, "probes": self.probes,
+                "changes": dict(self.hysteresis.changes) if self.hysteresis else {"lower": 0, "raise": 0},
+                "last_probe": self.result.to_result() if self.result else None}
+
+
+PLURALS = {"GatewayServer": "gatewayservers", "GatewayClient": "gatewayclients"}
+GATEWAY_PATH = "/apis/networking.liqo.io/v1beta1/namespaces/%s/%s/%s/status"
+CONNECTION_PATH = "/apis/networking.liqo.io/v1beta1/namespaces/%s/connections/%s/status"
+
+
+def write_status(api, kind, namespace, name, status):
+    """status.mtu of the gateway and of its Connection (same name), by merge patches of their status subresources.
+    `api`: anything with request(method, path, body=..., content_type=...) (module_utils' Kube)."""
+    patch = "application/merge-patch+json"
+    if kind in PLURALS:
+        api.request("PATCH", GATEWAY_PATH % (namespace, PLURALS[kind], name), body={"status": {"mtu": status}},
+                    content_type=patch)
+    api.request("PATCH", CONNECTION_PATH % (namespace, name),
+                body={"status": {"mtu": {"value": status["value"], "source": status["source"]}}}, content_type=patch)

@@ -200,11 +200,12 @@ def _valid_mtu(value):
 
 
 def probed_mtu(gateway):
-    """The tunnel MTU the gateway's last probe found (status.mtu with source probed), or None."""
+    """The tunnel MTU a probing gateway runs (status.mtu.value with source probed: what its probes found, through
+    their hysteresis and the peer's cap), or None before its first probe."""
     status = ((gateway.get("status") or {}).get("mtu") or {})
-    if status.get("source") != "probed" or not _valid_mtu(status.get("probed")):
+    if status.get("source") != "probed" or not _valid_mtu(status.get("value")):
         return None
-    return status["probed"]
+    return status["value"]
 
 
 def gateway_mtu(gateway):
@@ -338,9 +339,9 @@ def mtu_status(gateway, mtu):
     out = {"value": mtu, "source": mtu_source(gateway)}
     last = ((gateway.get("status") or {}).get("mtu") or {})
     if mtu_auto(gateway) and probed_mtu(gateway):
-        out["probed"] = last["probed"]
-        if _valid_mtu(last.get("pathMTU")):
-            out["pathMTU"] = last["pathMTU"]
+        for key in ("probed", "pathMTU"):
+            if _valid_mtu(last.get(key)):
+                out[key] = last[key]
     return out
 
 
