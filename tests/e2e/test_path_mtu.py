@@ -4,6 +4,8 @@ PMTU black hole). With a fixed 1340 a black hole stalls bulk transfers while sma
 gateways find the path, publish it (status.mtu, source probed) and carry 10 MB both ways in 1,400-byte writes; the
 tunnel follows the path down within the watch's period and back up once the larger size is confirmed, one change
 each way. The tests run in order on one lab (each builds on the previous)."""
+import contextlib
+import os
 import shutil
 import subprocess
 import sys
@@ -13,8 +15,10 @@ import time
 import pytest
 
 from tests.e2e import fabric
+from tests.e2e.api_forward import ApiIntoNetns
 from tests.e2e.fabric import PeerServer, get, playbook, seen_source, translate, wait_for
 from tests.lab import netns
+from ansible_collections.liqo.fabric.plugins.module_utils.health import daemon as phd
 
 pytestmark = pytest.mark.skipif(not shutil.which("kubectl"), reason="kubectl is not installed")
 
@@ -69,8 +73,8 @@ class Sink:
     """A TCP server in a pod netns that reads a transfer to its end, then sends as many bytes back in 1,400-byte
     writes."""
 
-    def __init__(self, pod_netns):
-        self.proc = netns.popen_in(pod_netns, [sys.executable, "-c", SINK, str(PORT), str(STALL)],
+    def __init__(self, pod_netns, stall=STALL):
+        self.proc = netns.popen_in(pod_netns, [sys.executable, "-c", SINK, str(PORT), str(stall)],
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         assert self.proc.stdout.readline().strip() == "ready"
 
@@ -94,7 +98,9 @@ def transfer(client_netns, address, stall=STALL):
 
 @pytest.fixture(scope="module")
 def lab():
-    with fabric.lab_pair(nodes=1, pods_per_node=1, wan_routed=True) as lab_:
+    with fabric.lab_pair(nodes=1, pods_per_node=1, wan_routed=True) as lab_, contextlib.ExitStack() as stack:
+        for c in (lab_["a"], lab_["b"]):  # a gateway host reaches its cluster's API (the lab's is on loopback)
+            stack.enter_context(ApiIntoNetns(c.gateway_nodes[0].netns, c.kubeconfig))
         yield lab_
 
 
@@ -121,41 +127,60 @@ def gateway(cluster):
 
 
 def tunnel_mtu(cluster):
-    """The live MTU of the cluster's WireGuard interface, read on its gateway host."""
+    """The live MTU of the cluster's WireGuard interface, read on its gateway host (raised while a probe runs)."""
     node = cluster.nodes[0]
-    out = netns.exec_in(node.netns, ["ip", "-o", "link", "show", "type", "wireguard"], check=False).stdout
-    if not out.strip():  # wireguard-go's interface is a tun device
-        out = netns.exec_in(node.netns, ["ip", "-o", "link"], check=False).stdout
-    for line in out.splitlines():
+    for line in netns.exec_in(node.netns, ["ip", "-o", "link"]).stdout.splitlines():
         name = line.split(":")[1].strip()
         if name.startswith("lwg"):
             return int(line.split(" mtu ")[1].split()[0])
-    raise AssertionError("no tunnel interface on %s: %s" % (node.netns, out))
+    raise AssertionError("no tunnel interface on %s" % node.netns)
+
+
+def watch(cluster):
+    """The path watch of the gateway host's live probe process: status (status.mtu after its last probe), changes
+    (made, by direction), probes."""
+    node = cluster.gateway_nodes[0]
+    state_dir = os.path.join(cluster.workdir, "health", node.netns)
+    interface = next(f[:-len(".sock")] for f in os.listdir(state_dir) if f.endswith(".sock"))
+    return phd.query(state_dir, interface)["path_mtu"]
+
+
+def live_mtu(cluster):
+    """The tunnel MTU the live probe set (the interface's, outside a probe)."""
+    return ((watch(cluster) or {}).get("status") or {}).get("value")
 
 
 class MtuRecorder:
-    """The tunnel MTUs of both clusters, read every 0.2 s while a scenario runs: each change is recorded."""
+    """The tunnel MTUs the live probes of both clusters set, read every 0.2 s while a scenario runs: each change is
+    recorded, with the changes the watches counted."""
 
     def __init__(self, lab):
-        self.lab, self.seen = lab, {name: [tunnel_mtu(lab[name])] for name in ("a", "b")}
+        self.lab, self.seen = lab, {name: [live_mtu(lab[name])] for name in ("a", "b")}
+        self.changes = {name: dict(watch(lab[name])["changes"]) for name in ("a", "b")}
         self.stop_event = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
     def _run(self):
         while not self.stop_event.wait(0.2):
-            for name, seen in self.seen.items():
-                try:
-                    mtu = tunnel_mtu(self.lab[name])
-                except (AssertionError, subprocess.SubprocessError, IndexError, ValueError):
-                    continue
-                if mtu != seen[-1]:
-                    seen.append(mtu)
+            self._read()
+
+    def _read(self):
+        for name, seen in self.seen.items():
+            try:
+                mtu = live_mtu(self.lab[name])
+            except Exception:  # pylint: disable=broad-except  # a reply cut by the probe process's restart: next read
+                continue
+            if mtu != seen[-1]:
+                seen.append(mtu)
 
     def stop(self):
+        """{cluster: the MTUs seen}, {cluster: {lower, raise}: the changes made meanwhile}."""
         self.stop_event.set()
         self.thread.join(timeout=5)
-        return self.seen
+        self._read()
+        after = {name: watch(self.lab[name])["changes"] for name in ("a", "b")}
+        return self.seen, {name: {k: after[name][k] - self.changes[name][k] for k in after[name]} for name in after}
 
 
 def test_fixed_1340_through_a_black_hole_passes_small_requests_and_stalls_transfers(lab):
@@ -187,7 +212,7 @@ def test_auto_through_a_path_that_says_fragmentation_needed_connects_and_transfe
                  timeout=30, what="cluster %s's gateway status.mtu probed" % name)
         mtu = gateway(lab[name])["status"]["mtu"]
         assert mtu["value"] == 1312 and mtu["probed"] == 1312 and mtu["pathMTU"] == 1372, mtu
-        assert tunnel_mtu(lab[name]) == 1312
+        wait_for(lambda name=name: live_mtu(lab[name]) == 1312, timeout=15, what="cluster %s's live probe" % name)
         conn = get(lab[name], "connections")[0]
         assert conn["status"]["value"] == "Connected" and conn["status"]["mtu"] == {"value": 1312, "source": "probed"}
     _transfer_both_ways(lab)
@@ -210,50 +235,56 @@ def _forget_frag_needed(lab):
 
 def test_auto_grows_with_the_path_once_confirmed_then_finds_a_black_hole(lab):
     _forget_frag_needed(lab)
-    lab.wan.set_path(1500, icmp=False)
     rec = MtuRecorder(lab)
+    lab.wan.set_path(1500, icmp=False)
     try:
         for name in ("a", "b"):
-            wait_for(lambda name=name: tunnel_mtu(lab[name]) == 1440, timeout=90, what="cluster %s grows to 1440" % name)
+            wait_for(lambda name=name: live_mtu(lab[name]) == 1440, timeout=90, what="cluster %s grows to 1440" % name)
     finally:
-        seen = rec.stop()
+        seen, changes = rec.stop()
     assert seen == {"a": [1312, 1440], "b": [1312, 1440]}, seen     # one change each, no flapping
+    assert changes == {"a": {"lower": 0, "raise": 1}, "b": {"lower": 0, "raise": 1}}, changes
     # now a black hole of 1380: nothing says so, the periodic probe finds it
     rec = MtuRecorder(lab)
     lab.wan.set_path(1380, icmp=False)
     try:
         for name in ("a", "b"):
-            wait_for(lambda name=name: tunnel_mtu(lab[name]) == 1312, timeout=30, what="cluster %s lowers to 1312" % name)
+            wait_for(lambda name=name: live_mtu(lab[name]) == 1312, timeout=30, what="cluster %s lowers to 1312" % name)
         _transfer_both_ways(lab)
     finally:
-        seen = rec.stop()
+        seen, changes = rec.stop()
     assert seen == {"a": [1440, 1312], "b": [1440, 1312]}, seen
+    assert changes == {"a": {"lower": 1, "raise": 0}, "b": {"lower": 1, "raise": 0}}, changes
+    for name in ("a", "b"):
+        assert tunnel_mtu(lab[name]) in (1312, 1440)  # 1440 only while a probe runs
 
 
 def test_path_lowered_while_transferring_the_tunnel_follows_and_the_transfer_resumes(lab):
     (pod_a, addr_a), (pod_b, addr_b) = pods(lab)
     rec = MtuRecorder(lab)
     try:
-        with Sink(pod_b.netns):
+        with Sink(pod_b.netns, stall=60):   # both ends wait out the black hole until the probes find it
             result = {}
             worker = threading.Thread(target=lambda: result.update(out=transfer(pod_a.netns, addr_b, stall=60)))
             worker.start()
             time.sleep(0.5)
             lab.wan.set_path(1300, icmp=False)
             for name in ("a", "b"):
-                wait_for(lambda name=name: tunnel_mtu(lab[name]) == 1232, timeout=30,
+                wait_for(lambda name=name: live_mtu(lab[name]) == 1232, timeout=30,
                          what="cluster %s lowers to 1232" % name)
             worker.join(timeout=240)
         assert result.get("out") == ("done", TOTAL, TOTAL), result
         lab.wan.set_path(1500, icmp=False)
         for name in ("a", "b"):
-            wait_for(lambda name=name: tunnel_mtu(lab[name]) == 1440, timeout=90, what="cluster %s grows back" % name)
+            wait_for(lambda name=name: live_mtu(lab[name]) == 1440, timeout=90, what="cluster %s grows back" % name)
         time.sleep(12)  # one more probe period: no flapping after the raise
     finally:
-        seen = rec.stop()
+        seen, changes = rec.stop()
     assert seen == {"a": [1312, 1232, 1440], "b": [1312, 1232, 1440]}, seen
+    assert changes == {"a": {"lower": 1, "raise": 1}, "b": {"lower": 1, "raise": 1}}, changes
     for name in ("a", "b"):
-        assert gateway(lab[name])["status"]["mtu"]["value"] == 1440
+        wait_for(lambda name=name: gateway(lab[name])["status"]["mtu"]["value"] == 1440, timeout=10,
+                 what="cluster %s's status.mtu 1440" % name)
     _transfer_both_ways(lab)
 
 

@@ -270,6 +270,10 @@ def publish(kube, plan_, probe=None, check_mode=False, manifests="dry_run"):
     if gw is None:
         return changed, None
     gw.setdefault("kind", kind)
+    live_mtu = (gw.get("status") or {}).get("mtu") or {}
+    if plan_.get("mtu_auto") and not (probe or {}).get("mtu_status") and live_mtu.get("source") == "probed":
+        # the live probe of the path wrote it after this run planned: newer than the plan's
+        plan_ = dict(plan_, status=dict(plan_["status"], mtu=live_mtu))
     manifest_error = None
     if manifests == "apply" and plan_.get("held"):
         manifests = "dry_run"   # a held gateway's pods run on as last built: its new rendering is checked, not rolled
