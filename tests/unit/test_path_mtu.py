@@ -174,3 +174,57 @@ def test_hysteresis_forgets_a_larger_size_that_was_not_stable():
     assert [h.observe(1440), h.observe(1312), h.observe(1440), h.observe(1440)] == [None] * 4
     assert h.observe(1424) == 1424                  # the smallest of the confirming probes
     assert h.observe(None) is None and h.current == 1424
+
+
+# ------------------------------------------------------------------------------------------------ diagnose
+
+def _diagnose(gateway, announced):
+    from ansible_collections.liqo.fabric.plugins.module_utils.verify.diagnose import gateway_checks
+    return {c["check"]: c for c in gateway_checks("local", [gateway], [], [_announcing(announced)], [], "fix")}
+
+
+def test_diagnose_shows_what_auto_found_and_its_source():
+    gw = _gateway(CLIENT, CLIENT_ENDPOINT, mtu="auto")
+    checks = _diagnose(gw, "1312")
+    assert not checks["path MTU probed"]["ok"] and "MTU equal on both sides" not in checks
+    gw["status"] = {"mtu": {"value": 1312, "source": "probed", "probed": 1312, "pathMTU": 1372}}
+    check = _diagnose(gw, "1312")["path MTU probed"]
+    assert check["ok"] and check["detail"] == "tunnel MTU 1312 (probed), the path carries 1372, the peer announced 1312"
+
+
+def test_diagnose_a_fixed_side_facing_auto_is_no_mismatch():
+    gw = _gateway(CLIENT, CLIENT_ENDPOINT, mtu=1340)
+    assert _diagnose(gw, "auto")["MTU equal on both sides"]["ok"]
+    assert not _diagnose(gw, "1300")["MTU equal on both sides"]["ok"]
+
+
+# ------------------------------------------------------------------------------------------------ the live watch
+
+def test_watch_follows_the_path_down_at_once_and_up_once_confirmed(monkeypatch):
+    host = _Host(1380)
+    iface = {"mtu": 1340}
+    now = [0.0]
+    monkeypatch.setattr(pm, "peer_endpoint_ip", lambda interface, key=None: "192.0.2.2")
+    monkeypatch.setattr(pm, "link_mtu", lambda dev: iface["mtu"] if dev == "lwg0" else host.local)
+
+    def run(argv, **kw):
+        out = host.run(argv, **kw)
+        if argv[:3] == ["ip", "link", "set"]:
+            iface["mtu"] = int(argv[-1])
+        return out
+    watch = pm.Watch("lwg0", "169.254.18.1", period=10, confirm=3, run=run, send=host.send, clock=lambda: now[0])
+    assert watch.step() == {"value": 1312, "source": "probed", "probed": 1312, "pathMTU": 1372}   # the first probe
+    assert iface["mtu"] == 1312 and watch.step() is None                     # not due before the period
+    host.path = 1300                                                         # a black hole of 1300
+    now[0] += 10
+    assert watch.step()["value"] == 1232 and iface["mtu"] == 1232
+    host.path = 1500
+    results = []
+    for dummy in range(4):
+        now[0] += 10
+        results.append(watch.step())
+    assert [r and r["value"] for r in results] == [None, None, 1440, None]
+    assert iface["mtu"] == 1440 and watch.snapshot()["changes"] == {"lower": 1, "raise": 1}
+    host.path, host.icmp = 1380, True                                         # the path says so: probed at once
+    host.cached = 1380
+    assert watch.due() == "frag-needed" and watch.step()["value"] == 1312
