@@ -228,3 +228,10 @@ def test_watch_follows_the_path_down_at_once_and_up_once_confirmed(monkeypatch):
     host.path, host.icmp = 1380, True                                         # the path says so: probed at once
     host.cached = 1380
     assert watch.due() == "frag-needed" and watch.step()["value"] == 1312
+
+
+def test_the_tunnel_mtu_is_a_metric_of_the_live_probe():
+    from ansible_collections.liqo.fabric.plugins.module_utils.health import metrics
+    text = metrics.render([metrics.sample("cid", True, 500.0, (1, 2), 1312)])
+    assert 'liqo_fabric_tunnel_mtu{driver="wireguard",cluster_id="cid"} 1312' in text
+    assert "liqo_fabric_tunnel_mtu{" not in metrics.render([metrics.sample("cid", True, 500.0, None)])
