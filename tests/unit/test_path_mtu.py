@@ -235,3 +235,15 @@ def test_the_tunnel_mtu_is_a_metric_of_the_live_probe():
     text = metrics.render([metrics.sample("cid", True, 500.0, (1, 2), 1312)])
     assert 'liqo_fabric_tunnel_mtu{driver="wireguard",cluster_id="cid"} 1312' in text
     assert "liqo_fabric_tunnel_mtu{" not in metrics.render([metrics.sample("cid", True, 500.0, None)])
+
+
+def test_a_probe_cut_short_puts_the_interface_back(monkeypatch):
+    host = _Host(1380)
+    monkeypatch.setattr(pm, "peer_endpoint_ip", lambda interface, key=None: "192.0.2.2")
+    monkeypatch.setattr(pm, "link_mtu", lambda dev: 1312 if dev == "lwg0" else 1500)
+    watch = pm.Watch("lwg0", "169.254.18.1", run=host.run, send=host.send)
+    watch.restore()
+    assert host.mtus == []                      # no probe running: nothing to put back
+    watch.probing_from = 1312
+    watch.restore()
+    assert host.mtus == [1312]

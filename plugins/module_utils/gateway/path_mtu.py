@@ -275,6 +275,7 @@ class Watch:
         self.result = None          # the last Probe
         self.error = None
         self.probes = 0
+        self.probing_from = None    # the interface's MTU while a probe may have raised it (see restore)
 
     def kick(self, why):
         """Probe at the next step (the tunnel answered again after a failure: a failover, a new path)."""
@@ -314,7 +315,11 @@ class Watch:
         self.endpoint = peer_endpoint_ip(self.interface, self.public_key)
         current = link_mtu(self.interface)
         kw = {"send": self.send, "settle": 0} if self.send else {}
-        self.result = probe(self.interface, self.address, self.endpoint, current, run=self.run, **kw)
+        self.probing_from = current
+        try:
+            self.result = probe(self.interface, self.address, self.endpoint, current, run=self.run, **kw)
+        finally:
+            self.probing_from = None
         self.result.reason = why
         self.last, self.error = self.clock(), None
         self.probes += 1
@@ -336,6 +341,11 @@ class Watch:
         set_link_mtu(self.interface, new, self.run)
         self.status["value"] = new
         return dict(self.status)
+
+    def restore(self):
+        """The interface back at its MTU if a probe is cut short (its process stopping) while it raised it."""
+        if self.probing_from is not None:
+            set_link_mtu(self.interface, self.probing_from, self.run)
 
     def snapshot(self):
         return {"status": self.status, "error": self.error, "probes": self.probes,

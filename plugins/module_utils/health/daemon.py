@@ -376,6 +376,11 @@ class Daemon:
         finally:
             self.prober.close()
             unix.server_close()
+            if self.mtu_watch:
+                try:
+                    self.mtu_watch.restore()
+                except Exception:  # pylint: disable=broad-except  # the interface is gone: nothing to put back
+                    pass
             for p in (self.sock_path, self.pid_path):
                 try:
                     os.unlink(p)
