@@ -169,7 +169,11 @@ errors:
   type: dict
   sample: {"liqo-tenant-b/b": {"reason": "InvalidEndpoint", "message": "gateways[0] (lwg1a2b3c4d): spec.endpoint.addresses: cannot resolve host ..."}}
 probes:
-  description: Probe result by interface (connected, reason, message, latency_ms, final), as M(liqo.fabric.tunnel_probe).
+  description:
+    - Probe result by interface (connected, reason, message, latency_ms, final), as M(liqo.fabric.tunnel_probe).
+    - A gateway with C(mtu_auto) is probed at a 1280-byte path's size, then its path is probed and the interface set
+      to what crosses it - C(mtu_status) (C(value), C(source), C(probed), C(pathMTU)) and C(path_mtu) (the probe -
+      C(tried) sizes, C(seconds)), or C(path_mtu_error).
   returned: when state is present and not in check mode
   type: dict
   sample: {lwg1a2b3c4d: {connected: true, reason: Established, latency_ms: 0.21, final: true}}

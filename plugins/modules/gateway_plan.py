@@ -123,9 +123,24 @@ gateways:
           built for it and no key Secret is created.
         - C(ConfigurationRefused) when the IPAM refused the current spec of the gateway's Configuration (its
           C(NetworkCIDRsConfigured) condition is C(False); it keeps the allocation in use).
-        - C(InvalidMTU) when C(spec.mtu) is not an integer from 576 to 9000 (the fabric's CRDs refuse it already;
-          Liqo's own bound nothing).
+        - C(InvalidMTU) when C(spec.mtu) is not an integer from 576 to 9000 nor C(auto) (the fabric's CRDs refuse it
+          already; Liqo's own bound nothing).
       type: dict
+    mtu_auto:
+      description:
+        - C(spec.mtu) is C(auto) - the gateway host probes the path to the peer and runs the tunnel at what crosses it
+          (docs/path-mtu.md). C(mtu) is then what the last probe set (C(status.mtu), source C(probed)), the default
+          before the first probe, and never more than C(mtu_peer).
+      type: bool
+    mtu_source:
+      description: Where C(mtu) comes from - C(probed), C(configured) (C(spec.mtu) a number) or C(default).
+      type: str
+    mtu_peer:
+      description: With C(mtu_auto), the MTU the peer's PublicKey announces (its own probe), else null.
+      type: int
+    mtu_probe:
+      description: The size the tunnel's connectivity probe sends - C(mtu), or with C(mtu_auto) a 1280-byte path's.
+      type: int
     held:
       description:
         - A refused change (an error, not ready) of a gateway built before (its Connection carries the

@@ -67,11 +67,17 @@ cluster_ids:
   description: C(local) and C(remote) cluster ids.
   returned: always
   type: dict
+mtu:
+  description:
+    - C(local) and C(remote), each the tunnel MTU the full-size probes use (C(value)) and where it comes from
+      (C(source) - C(probed) with C(spec.mtu) auto, C(configured) or C(default)).
+  returned: always
+  type: dict
 """
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.liqo.fabric.plugins.module_utils.gateway.plan import KINDS, TRANSIT
+from ansible_collections.liqo.fabric.plugins.module_utils.gateway.plan import DEFAULT_MTU, KINDS, TRANSIT, gateway_mtu, mtu_source
 from ansible_collections.liqo.fabric.plugins.module_utils.kube.client import (
     KUBE_ARG_SPEC, REMOTE_CLUSTER_ID_LABEL, REMOTE_KUBE_ARG_SPEC, Kube, with_kube)
 from ansible_collections.liqo.fabric.plugins.module_utils.verify import probes as verify
@@ -94,16 +100,17 @@ def work(local, p):
         sides = {"local": local, "remote": remote}
         ids = {name: k.cluster_id() for name, k in sides.items()}
         pods = {name: k.list("Pod") for name, k in sides.items()}
-        probes, skipped, gateway_nodes, gateways, confs = {}, [], {}, {}, {}
+        probes, skipped, gateway_nodes, gateways, confs, mtus = {}, [], {}, {}, {}, {}
         for name, other in (("local", "remote"), ("remote", "local")):
             k = sides[name]
             gateway_nodes[name] = {n["metadata"]["name"] for n in k.list("Node", label_selector=GATEWAY_HOST_LABEL + "=true")}
             gateways[name], confs[name] = _gateway(k, ids[other]), k.list("Configuration")
+            # spec.mtu auto: the MTU its gateway host found (status.mtu), the default before its first probe
+            mtus[name] = {"value": gateway_mtu(gateways[name]) or DEFAULT_MTU, "source": mtu_source(gateways[name])}
             probes[name], skip = verify.plan(name, other, pods[name], pods[other], confs[name], ids[other],
-                                             (gateways[name].get("spec") or {}).get("mtu", 1340), p["full"],
-                                             gateway_nodes[name])
+                                             mtus[name]["value"], p["full"], gateway_nodes[name])
             skipped += skip
-        out = {"probes": probes, "skipped": skipped, "cluster_ids": ids}
+        out = {"probes": probes, "skipped": skipped, "cluster_ids": ids, "mtu": mtus}
         if p["benchmark"]:
             out["benchmark"] = verify.benchmark_pair("local", pods["local"], pods["remote"], confs["local"], ids["remote"],
                                                      gateway_nodes["local"], gateway_nodes["remote"])

@@ -79,12 +79,13 @@ def sides(lab) -> dict:
 
 
 @contextlib.contextmanager
-def lab_pair(nodes: int = 1, pods_per_node: int = 1, cluster_a: dict | None = None) -> Iterator[Lab]:
+def lab_pair(nodes: int = 1, pods_per_node: int = 1, cluster_a: dict | None = None, wan_routed: bool = False
+             ) -> Iterator[Lab]:
     """Two lab clusters a and b, both with pod CIDR 10.243.0.0/16 and the fabric's API installed; `cluster_a` adds
-    to cluster a's spec (e.g. {"gateways": 2})."""
+    to cluster a's spec (e.g. {"gateways": 2}); `wan_routed`: a router between the gateways (LabWan.set_path)."""
     require_root()
     with Lab([{"name": "a", **(cluster_a or {})}, {"name": "b"}], pod_cidr="10.243.0.0/16", nodes=nodes,
-             pods_per_node=pods_per_node) as lab:
+             pods_per_node=pods_per_node, wan_routed=wan_routed) as lab:
         install(lab["a"])
         install(lab["b"])
         yield lab

@@ -166,6 +166,9 @@ INVALID = [
     ("Configuration", "spec.remote.cidr.pod", {"a": "b"}, "spec.remote.cidr.pod"),
     ("GatewayServer", "spec.mtu", 70000, "spec.mtu"),
     ("GatewayClient", "spec.mtu", 70000, "spec.mtu"),
+    ("GatewayServer", "spec.mtu", "Auto", "spec.mtu"),
+    ("GatewayClient", "spec.mtu", "1400", "spec.mtu"),
+    ("GatewayClient", "spec.mtu", 500, "spec.mtu"),
     ("GatewayServer", "spec.endpoint.port", 0, "spec.endpoint.port"),
     ("GatewayClient", "spec.endpoint.port", 0, "spec.endpoint.port"),
     ("GatewayClient", "spec.endpoint.addresses", ["10.42.3.540"], "spec.endpoint.addresses"),
@@ -183,6 +186,21 @@ def test_invalid_objects_rejected_with_422(api, version, kind, field, value, pat
         custom_api(api).create_namespaced_custom_object(GROUP, version, "default", PLURAL[kind], obj)
     assert err.value.status == 422
     assert path in err.value.body
+
+
+@pytest.mark.parametrize("version", ["v1alpha1", "v1beta1"])
+def test_mtu_auto_accepted_and_its_status_kept(api, version):
+    """spec.mtu auto (int-or-string) in both versions; status.mtu (what the probe found, its source) is not pruned."""
+    cust = custom_api(api)
+    for kind in ("GatewayServer", "GatewayClient"):
+        name = "auto-%s-%s" % (kind.lower(), version)
+        cust.create_namespaced_custom_object(GROUP, version, "default", PLURAL[kind],
+                                             _mutate(kind, "spec.mtu", "auto", name, version))
+        mtu = {"value": 1312, "source": "probed", "probed": 1312, "pathMTU": 1372}
+        cust.patch_namespaced_custom_object_status(GROUP, version, "default", PLURAL[kind], name, {"status": {"mtu": mtu}})
+        got = cust.get_namespaced_custom_object(GROUP, "v1beta1", "default", PLURAL[kind], name)
+        assert got["spec"]["mtu"] == "auto" and got["status"]["mtu"] == mtu, got
+        cust.delete_namespaced_custom_object(GROUP, version, "default", PLURAL[kind], name)
 
 
 def test_invalid_status_rejected_with_422(api):

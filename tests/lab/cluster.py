@@ -151,7 +151,7 @@ class LabCluster:
                        + [c for n in self.nodes for c in switch.attach_commands(n.netns, "eth0")],
                        netns=self.switch_netns)
         if self.wan:
-            netns.ip_batch([c for n in self.gateway_nodes for c in self.wan.attach_commands(n.netns)],
+            netns.ip_batch([c for n in self.gateway_nodes for c in self.wan.attach_commands(n.netns, n.wan_ip)],
                            netns=self.wan.netns)
         netns.ip_batch([f"link add name eth0 netns {pod.netns} type veth peer name {pod.host_veth} netns {node.netns}"
                         for node in self.nodes for pod in node.pods])
@@ -280,7 +280,7 @@ class LabCluster:
         # takes it dies in ARP inside the lab's own switch, nothing ever leaves the lab)
         cmds.append(f"route add default via {self.underlay_router} dev eth0")
         if node.gateway:
-            cmds += [f"addr add {node.wan_ip} dev wan0", "link set wan0 up"]
+            cmds += [f"addr add {node.wan_ip} dev wan0", "link set wan0 up"] + self.wan.node_commands(node.wan_ip)
         netns.ip_batch(cmds, netns=node.netns)
         netns.sysctl_in(node.netns, {"net.ipv4.ip_forward": "1"})
 

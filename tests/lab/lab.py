@@ -19,17 +19,18 @@ class Lab:
     """Lab([{"name": "a", "pod_cidr": "10.243.0.0/16"}, {"name": "b", ...}], nodes=3, pods_per_node=10)
 
     Keyword arguments after the cluster specs are defaults for every cluster. Each cluster gets its own
-    underlay (172.30.<i>.0/24); all gateway nodes share the WAN 192.168.254.0/24."""
+    underlay (172.30.<i>.0/24); all gateway nodes share the WAN 192.168.254.0/24 (wan_routed: through a router whose
+    path MTU a test sets, LabWan.set_path)."""
 
     def __init__(self, clusters: list[dict], wan_cidr: str = "192.168.254.0/24", lab_id: str | None = None,
-                 owner_pid: int | None = None, **defaults):
+                 owner_pid: int | None = None, wan_routed: bool = False, **defaults):
         self.owner_pid = owner_pid  # who owns the lab (`make lab-clean` spares it while it runs): default this process
         self.lab_id = lab_id or names.new_lab_id()
         if not (len(self.lab_id) == 4 and all(c in "0123456789abcdef" for c in self.lab_id)):
             raise ValueError(f"lab_id: {self.lab_id!r} must be 4 lowercase hex digits")
         self.prefix = names.lab_prefix(self.lab_id)
         self.workdir = cleanup.state_dir(self.lab_id)
-        self.wan = LabWan(self.prefix, wan_cidr)
+        self.wan = LabWan(self.prefix, wan_cidr, routed=wan_routed)  # routed: a router between the gateways
         # set when the lab is going down: the clusters still starting in threads stop at their next step
         self._cancel = threading.Event()
         self._state_lock = threading.Lock()  # the clusters record the processes they start from their threads

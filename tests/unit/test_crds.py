@@ -158,6 +158,9 @@ def test_printer_columns_as_the_seeds_show(kind):
     assert age and age[0]["type"] == "date"
 
 
+INT_OR_STRING = [{"type": "integer"}, {"type": "string"}]
+
+
 def _walk(node, path, problems, in_junctor=False):
     """Structural-schema rules a 1.20 apiserver enforces, plus: no CEL, RE2-compatible patterns."""
     if not isinstance(node, dict):
@@ -183,6 +186,8 @@ def _walk(node, path, problems, in_junctor=False):
     if isinstance(node.get("additionalProperties"), dict):
         _walk(node["additionalProperties"], path + "{}", problems, in_junctor)
     for junctor in ("anyOf", "allOf", "oneOf"):
+        if junctor == "anyOf" and node.get("x-kubernetes-int-or-string") and node[junctor] == INT_OR_STRING:
+            continue  # the one shape of types the apiserver allows in a junctor
         for i, sub in enumerate(node.get(junctor) or []):
             _walk(sub, "%s.%s[%d]" % (path, junctor, i), problems, True)
     if "not" in node:
@@ -253,6 +258,9 @@ INVALID = [
     ("Configuration", "status.conditions", [{"type": "Ready", "status": "Maybe", "reason": "X", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]),
     ("GatewayServer", "spec.mtu", 70000),
     ("GatewayServer", "spec.mtu", 500),
+    ("GatewayServer", "spec.mtu", "1400"),
+    ("GatewayServer", "spec.mtu", "Auto"),
+    ("GatewayServer", "status.mtu.source", "guessed"),
     ("GatewayServer", "spec.endpoint.port", 0),
     ("GatewayServer", "spec.endpoint.port", 65536),
     ("GatewayServer", "spec.endpoint.port", "51820"),
@@ -268,6 +276,7 @@ INVALID = [
     ("GatewayClient", "spec.endpoint.addresses", []),
     ("GatewayClient", "spec.endpoint.port", 0),
     ("GatewayClient", "spec.mtu", 70000),
+    ("GatewayClient", "spec.mtu", "automatic"),
     ("PublicKey", "spec.publicKey", "GExyYe7RJ3Lo5nQVa6K2Tp9zobXCvWmJawsLxu7hn1="),
     ("PublicKey", "spec.publicKey", "GExyYe7RJ3Lo5nQVa6K2Tp9zobXCvWmJawsLxu7hn10"),
     ("PublicKey", "spec.publicKey", "GExyYe7RJ3Lo5nQVa6K2Tp9zobXCvWmJawsLxu7hn10=="),
@@ -292,6 +301,10 @@ LIQO_VALUES = [
     ("Configuration", "status.remote.cidr.pod", ["10.71.0.0/16"]),
     ("GatewayServer", "spec.endpoint.serviceType", "ExternalName"),
     ("GatewayClient", "spec.endpoint.protocol", "TCP"),
+    ("GatewayServer", "spec.mtu", "auto"),
+    ("GatewayClient", "spec.mtu", "auto"),
+    ("GatewayClient", "spec.mtu", 1380),
+    ("GatewayServer", "status.mtu", {"value": 1312, "source": "probed", "probed": 1312, "pathMTU": 1372}),
 ]
 
 

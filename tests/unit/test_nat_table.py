@@ -213,8 +213,8 @@ INET_JSON = (
     ':"syn"}},{"mangle":{"key":{"tcp option":{"name":"maxseg","field":"size"}},"value":{"rt":{"key":"mtu"}}}}]}},{"'
     'rule":{"family":"inet","table":"liqo_fabric_nat","chain":"forward","handle":13,"expr":[{"match":{"op":"==","le'
     'ft":{"meta":{"key":"iifname"}},"right":"wg0"}},{"match":{"op":"in","left":{"payload":{"protocol":"tcp","field"'
-    ':"flags"}},"right":"syn"}},{"mangle":{"key":{"tcp '
-    'option":{"name":"maxseg","field":"size"}},"value":1300}}]}}]}'
+    ':"flags"}},"right":"syn"}},{"mangle":{"key":{"tcp option":{"name":"maxseg","field":"size"}},"value":1300}}]}}]'
+    '}'
 )
 
 
@@ -320,7 +320,7 @@ TUN = {"interface": "tun0", "mark": 0x12, "remote_original": "10.243.0.0/16", "r
 TUN_MANGLE_PRE = ['iifname != "tun0" ip daddr 10.71.0.0/16 meta mark set 0x00000012',
                   'iifname != "tun0" ct mark 0x00000012 meta mark set 0x00000012',
                   'iifname "tun0" ct state new ct mark set 0x00000012']
-TUN_MANGLE_OUT = ["ip daddr 10.71.0.0/16 meta mark set 0x00000012", "ct mark 0x00000012 meta mark set 0x00000012"]
+TUN_MANGLE_OUT = ["ip daddr 10.71.0.0/16 meta mark set 0x00000012", "ct mark 0x00000012 ct direction reply meta mark set 0x00000012"]
 
 TUNNEL_RENDER_CASES = [
     ("one tunnel: marks, dnat, snat, host output",
@@ -340,7 +340,7 @@ TUNNEL_RENDER_CASES = [
      {"mangle_prerouting": ['iifname != "tun0" ip daddr 10.243.0.0/16 meta mark set 0x00000007',
                             'iifname != "tun0" ct mark 0x00000007 meta mark set 0x00000007',
                             'iifname "tun0" ct state new ct mark set 0x00000007'],
-      "mangle_output": ["ip daddr 10.243.0.0/16 meta mark set 0x00000007", "ct mark 0x00000007 meta mark set 0x00000007"]}),
+      "mangle_output": ["ip daddr 10.243.0.0/16 meta mark set 0x00000007", "ct mark 0x00000007 ct direction reply meta mark set 0x00000007"]}),
     ("tunnel rules come after remaps and before the bypass",
      {"tunnels": [dict(TUN, output=False)], "bypass": [{"saddr": "10.243.0.0/16"}],
       "remaps": [{"original": "10.244.0.0/16", "remapped": "10.73.0.0/16", "iifname": "wg1", "oifname": "wg1"}]},
@@ -475,17 +475,18 @@ TUNNEL_IP_JSON = (
     'ule":{"family":"ip","table":"lfab_cap","chain":"mangle_output","handle":9,"expr":[{"match":{"op":"==","left":{'
     '"payload":{"protocol":"ip","field":"daddr"}},"right":{"prefix":{"addr":"10.71.0.0","len":16}}}},{"mangle":{"ke'
     'y":{"meta":{"key":"mark"}},"value":18}}]}},{"rule":{"family":"ip","table":"lfab_cap","chain":"mangle_output","'
-    'handle":10,"expr":[{"match":{"op":"==","left":{"ct":{"key":"mark"}},"right":18}},{"mangle":{"key":{"meta":{"ke'
-    'y":"mark"}},"value":18}}]}},{"rule":{"family":"ip","table":"lfab_cap","chain":"output","handle":11,"expr":[{"m'
-    'atch":{"op":"==","left":{"payload":{"protocol":"ip","field":"daddr"}},"right":{"prefix":{"addr":"10.71.0.0","l'
-    'en":16}}}},{"dnat":{"addr":{"prefix":{"addr":"10.243.0.0","len":16}},"flags":"netmap","type_flags":"prefix"}}]'
-    '}},{"rule":{"family":"ip","table":"lfab_cap","chain":"prerouting","handle":12,"expr":[{"match":{"op":"!=","lef'
-    't":{"meta":{"key":"iifname"}},"right":"tun0"}},{"match":{"op":"==","left":{"payload":{"protocol":"ip","field":'
-    '"daddr"}},"right":{"prefix":{"addr":"10.71.0.0","len":16}}}},{"dnat":{"addr":{"prefix":{"addr":"10.243.0.0","l'
-    'en":16}},"flags":"netmap","type_flags":"prefix"}}]}},{"rule":{"family":"ip","table":"lfab_cap","chain":"postro'
-    'uting","handle":13,"expr":[{"match":{"op":"==","left":{"meta":{"key":"iifname"}},"right":"tun0"}},{"match":{"o'
-    'p":"==","left":{"payload":{"protocol":"ip","field":"saddr"}},"right":{"prefix":{"addr":"10.243.0.0","len":16}}'
-    '}},{"snat":{"addr":{"prefix":{"addr":"10.71.0.0","len":16}},"flags":"netmap","type_flags":"prefix"}}]}}]}'
+    'handle":10,"expr":[{"match":{"op":"==","left":{"ct":{"key":"mark"}},"right":18}},{"match":{"op":"==","left":{"'
+    'ct":{"key":"direction"}},"right":"reply"}},{"mangle":{"key":{"meta":{"key":"mark"}},"value":18}}]}},{"rule":{"'
+    'family":"ip","table":"lfab_cap","chain":"output","handle":11,"expr":[{"match":{"op":"==","left":{"payload":{"p'
+    'rotocol":"ip","field":"daddr"}},"right":{"prefix":{"addr":"10.71.0.0","len":16}}}},{"dnat":{"addr":{"prefix":{'
+    '"addr":"10.243.0.0","len":16}},"flags":"netmap","type_flags":"prefix"}}]}},{"rule":{"family":"ip","table":"lfa'
+    'b_cap","chain":"prerouting","handle":12,"expr":[{"match":{"op":"!=","left":{"meta":{"key":"iifname"}},"right":'
+    '"tun0"}},{"match":{"op":"==","left":{"payload":{"protocol":"ip","field":"daddr"}},"right":{"prefix":{"addr":"1'
+    '0.71.0.0","len":16}}}},{"dnat":{"addr":{"prefix":{"addr":"10.243.0.0","len":16}},"flags":"netmap","type_flags"'
+    ':"prefix"}}]}},{"rule":{"family":"ip","table":"lfab_cap","chain":"postrouting","handle":13,"expr":[{"match":{"'
+    'op":"==","left":{"meta":{"key":"iifname"}},"right":"tun0"}},{"match":{"op":"==","left":{"payload":{"protocol":'
+    '"ip","field":"saddr"}},"right":{"prefix":{"addr":"10.243.0.0","len":16}}}},{"snat":{"addr":{"prefix":{"addr":"'
+    '10.71.0.0","len":16}},"flags":"netmap","type_flags":"prefix"}}]}}]}'
 )
 TUNNEL_INET_JSON = (
     '{"nftables":[{"metainfo":{"version":"1.0.6","release_name":"Lester Gooch #5","json_schema_version":1}},{"table'
@@ -536,28 +537,30 @@ TUNNEL_INET_JSON = (
     '":"mangle_output","handle":18,"expr":[{"match":{"op":"==","left":{"payload":{"protocol":"ip","field":"daddr"}}'
     ',"right":"10.71.0.7"}},{"mangle":{"key":{"meta":{"key":"mark"}},"value":19200}}]}},{"rule":{"family":"inet","t'
     'able":"liqo_fabric_nat","chain":"mangle_output","handle":19,"expr":[{"match":{"op":"==","left":{"ct":{"key":"m'
-    'ark"}},"right":19200}},{"mangle":{"key":{"meta":{"key":"mark"}},"value":19200}}]}},{"rule":{"family":"inet","t'
-    'able":"liqo_fabric_nat","chain":"mangle_output","handle":20,"expr":[{"match":{"op":"==","left":{"payload":{"pr'
-    'otocol":"ip6","field":"daddr"}},"right":{"prefix":{"addr":"fd00:2::","len":64}}}},{"mangle":{"key":{"meta":{"k'
-    'ey":"mark"}},"value":4294967295}}]}},{"rule":{"family":"inet","table":"liqo_fabric_nat","chain":"mangle_output'
-    '","handle":21,"expr":[{"match":{"op":"==","left":{"ct":{"key":"mark"}},"right":4294967295}},{"mangle":{"key":{'
-    '"meta":{"key":"mark"}},"value":4294967295}}]}},{"rule":{"family":"inet","table":"liqo_fabric_nat","chain":"out'
-    'put","handle":22,"expr":[{"match":{"op":"==","left":{"payload":{"protocol":"ip","field":"daddr"}},"right":"10.'
-    '71.0.7"}},{"dnat":{"family":"ip","addr":{"prefix":{"addr":"10.50.0.7","len":32}},"flags":"netmap","type_flags"'
-    ':"prefix"}}]}},{"rule":{"family":"inet","table":"liqo_fabric_nat","chain":"output","handle":23,"expr":[{"match'
-    '":{"op":"==","left":{"payload":{"protocol":"ip6","field":"daddr"}},"right":{"prefix":{"addr":"fd00:2::","len":'
-    '64}}}},{"dnat":{"family":"ip6","addr":{"prefix":{"addr":"fd00:1::","len":64}},"flags":"netmap","type_flags":"p'
-    'refix"}}]}},{"rule":{"family":"inet","table":"liqo_fabric_nat","chain":"postrouting","handle":24,"expr":[{"mat'
-    'ch":{"op":"==","left":{"meta":{"key":"oifname"}},"right":"wg-b"}},{"match":{"op":"==","left":{"payload":{"prot'
-    'ocol":"ip","field":"saddr"}},"right":{"prefix":{"addr":"10.244.0.0","len":16}}}},{"snat":{"family":"ip","addr"'
-    ':{"prefix":{"addr":"10.73.0.0","len":16}},"flags":"netmap","type_flags":"prefix"}}]}},{"rule":{"family":"inet"'
-    ',"table":"liqo_fabric_nat","chain":"postrouting","handle":25,"expr":[{"match":{"op":"==","left":{"meta":{"key"'
-    ':"iifname"}},"right":"liqo*"}},{"match":{"op":"==","left":{"payload":{"protocol":"ip","field":"saddr"}},"right'
-    '":"10.50.0.7"}},{"snat":{"family":"ip","addr":{"prefix":{"addr":"10.71.0.7","len":32}},"flags":"netmap","type_'
-    'flags":"prefix"}}]}},{"rule":{"family":"inet","table":"liqo_fabric_nat","chain":"postrouting","handle":26,"exp'
-    'r":[{"match":{"op":"==","left":{"meta":{"key":"iifname"}},"right":"wg-c"}},{"match":{"op":"==","left":{"payloa'
-    'd":{"protocol":"ip6","field":"saddr"}},"right":{"prefix":{"addr":"fd00:1::","len":64}}}},{"snat":{"family":"ip'
-    '6","addr":{"prefix":{"addr":"fd00:2::","len":64}},"flags":"netmap","type_flags":"prefix"}}]}}]}'
+    'ark"}},"right":19200}},{"match":{"op":"==","left":{"ct":{"key":"direction"}},"right":"reply"}},{"mangle":{"key'
+    '":{"meta":{"key":"mark"}},"value":19200}}]}},{"rule":{"family":"inet","table":"liqo_fabric_nat","chain":"mangl'
+    'e_output","handle":20,"expr":[{"match":{"op":"==","left":{"payload":{"protocol":"ip6","field":"daddr"}},"right'
+    '":{"prefix":{"addr":"fd00:2::","len":64}}}},{"mangle":{"key":{"meta":{"key":"mark"}},"value":4294967295}}]}},{'
+    '"rule":{"family":"inet","table":"liqo_fabric_nat","chain":"mangle_output","handle":21,"expr":[{"match":{"op":"'
+    '==","left":{"ct":{"key":"mark"}},"right":4294967295}},{"match":{"op":"==","left":{"ct":{"key":"direction"}},"r'
+    'ight":"reply"}},{"mangle":{"key":{"meta":{"key":"mark"}},"value":4294967295}}]}},{"rule":{"family":"inet","tab'
+    'le":"liqo_fabric_nat","chain":"output","handle":22,"expr":[{"match":{"op":"==","left":{"payload":{"protocol":"'
+    'ip","field":"daddr"}},"right":"10.71.0.7"}},{"dnat":{"family":"ip","addr":{"prefix":{"addr":"10.50.0.7","len":'
+    '32}},"flags":"netmap","type_flags":"prefix"}}]}},{"rule":{"family":"inet","table":"liqo_fabric_nat","chain":"o'
+    'utput","handle":23,"expr":[{"match":{"op":"==","left":{"payload":{"protocol":"ip6","field":"daddr"}},"right":{'
+    '"prefix":{"addr":"fd00:2::","len":64}}}},{"dnat":{"family":"ip6","addr":{"prefix":{"addr":"fd00:1::","len":64}'
+    '},"flags":"netmap","type_flags":"prefix"}}]}},{"rule":{"family":"inet","table":"liqo_fabric_nat","chain":"post'
+    'routing","handle":24,"expr":[{"match":{"op":"==","left":{"meta":{"key":"oifname"}},"right":"wg-b"}},{"match":{'
+    '"op":"==","left":{"payload":{"protocol":"ip","field":"saddr"}},"right":{"prefix":{"addr":"10.244.0.0","len":16'
+    '}}}},{"snat":{"family":"ip","addr":{"prefix":{"addr":"10.73.0.0","len":16}},"flags":"netmap","type_flags":"pre'
+    'fix"}}]}},{"rule":{"family":"inet","table":"liqo_fabric_nat","chain":"postrouting","handle":25,"expr":[{"match'
+    '":{"op":"==","left":{"meta":{"key":"iifname"}},"right":"liqo*"}},{"match":{"op":"==","left":{"payload":{"proto'
+    'col":"ip","field":"saddr"}},"right":"10.50.0.7"}},{"snat":{"family":"ip","addr":{"prefix":{"addr":"10.71.0.7",'
+    '"len":32}},"flags":"netmap","type_flags":"prefix"}}]}},{"rule":{"family":"inet","table":"liqo_fabric_nat","cha'
+    'in":"postrouting","handle":26,"expr":[{"match":{"op":"==","left":{"meta":{"key":"iifname"}},"right":"wg-c"}},{'
+    '"match":{"op":"==","left":{"payload":{"protocol":"ip6","field":"saddr"}},"right":{"prefix":{"addr":"fd00:1::",'
+    '"len":64}}}},{"snat":{"family":"ip6","addr":{"prefix":{"addr":"fd00:2::","len":64}},"flags":"netmap","type_fla'
+    'gs":"prefix"}}]}}]}'
 )
 
 

@@ -9,7 +9,7 @@ import base64
 
 from ansible_collections.liqo.fabric.plugins.module_utils.gateway.keys import GatewayKeyError, keys_from_secret
 from ansible_collections.liqo.fabric.plugins.module_utils.gateway.plan import (
-    KEY_SECRET_LABEL, KINDS, connection_object, plan, user_secret_name)
+    KEY_SECRET_LABEL, KINDS, connection_object, plan, published_mtu, user_secret_name)
 from ansible_collections.liqo.fabric.plugins.module_utils.gateway.template import TemplateError, render_gateway_template
 from ansible_collections.liqo.fabric.plugins.module_utils.kube.client import (
     ApiException, REMOTE_CLUSTER_ID_LABEL, now_rfc3339, set_condition)
@@ -270,6 +270,10 @@ def publish(kube, plan_, probe=None, check_mode=False, manifests="dry_run"):
     if gw is None:
         return changed, None
     gw.setdefault("kind", kind)
+    live_mtu = (gw.get("status") or {}).get("mtu") or {}
+    if plan_.get("mtu_auto") and not (probe or {}).get("mtu_status") and live_mtu.get("source") == "probed":
+        # the live probe of the path wrote it after this run planned: newer than the plan's
+        plan_ = dict(plan_, status=dict(plan_["status"], mtu=live_mtu))
     manifest_error = None
     if manifests == "apply" and plan_.get("held"):
         manifests = "dry_run"   # a held gateway's pods run on as last built: its new rendering is checked, not rolled
@@ -289,6 +293,8 @@ def publish(kube, plan_, probe=None, check_mode=False, manifests="dry_run"):
                     obj["kind"], obj["metadata"].get("name"), exc.status, _api_message(exc))
     want = dict(gw.get("status") or {})
     want.update(plan_["status"])
+    if published_mtu(plan_, probe):
+        want["mtu"] = published_mtu(plan_, probe)
     if want != (gw.get("status") or {}):
         changed.append("%s/%s/%s status" % (kind, ns, name))
         if not check_mode:
@@ -332,6 +338,8 @@ def _publish_connection(kube, plan_, probe, gw, check_mode, changed):
         status["latency"] = conn["status"]["latency"]
     elif status.get("value") != "Connected":
         status.pop("latency", None)
+    if "mtu" in conn["status"]:
+        status["mtu"] = conn["status"]["mtu"]
     established = "True" if status["value"] == "Connected" else "False"
     status["conditions"], dummy = set_condition(status.get("conditions"), CONDITION, established, reason,
                                                 message or reason, plan_.get("generation"))
@@ -339,7 +347,7 @@ def _publish_connection(kube, plan_, probe, gw, check_mode, changed):
     # latency changes on every probe: it alone is no reason to report a change
     same = (old.get("value") == status["value"]
             and _strip_times(old.get("conditions")) == _strip_times(status["conditions"])
-            and ("latency" in old) == ("latency" in status))
+            and ("latency" in old) == ("latency" in status) and old.get("mtu") == status.get("mtu"))
     if not same:
         changed.append("Connection/%s/%s %s" % (ns, plan_["connection_name"], status["value"]))
     if not same or status.get("latency") != old.get("latency"):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import time
 
+from ansible_collections.liqo.fabric.plugins.module_utils.gateway import path_mtu
 from ansible_collections.liqo.fabric.plugins.module_utils.health.tunnel_probe import probe
 from ansible_collections.liqo.fabric.plugins.module_utils.host import sysctls as host_sysctls
 from ansible_collections.liqo.fabric.plugins.module_utils.nft import nat_table as nat
@@ -99,6 +100,15 @@ def _rules(gw):
     prio = int(gw["rule_priority"])
     return [{"priority": prio, "fwmark": str(gw["mark"]), "table": gw["table"]},
             {"priority": prio + 1, "to": gw["nat_tunnel"]["remote_remapped"], "table": gw["table"]}]
+
+
+def _probe_path(gw):
+    """spec.mtu auto: the path to the peer probed and the interface set to what crosses it (module_utils/gateway/
+    path_mtu.py); {mtu_status, path_mtu} for the probe's result, or {path_mtu_error}."""
+    out = path_mtu.probe_and_set(gw["interface"], gw["probe_address"], gw["peer"]["public_key"], gw.get("mtu_peer"))
+    if out.get("error"):
+        return {"path_mtu_error": out["error"]}
+    return {"mtu_status": out["mtu_status"], "path_mtu": out["probe"]}
 
 
 def validate(gateways, private_keys):
@@ -366,8 +376,11 @@ def sync_gateway_dataplane(gateways, private_keys=None, state="present", check=F
             if gw.get("error") or gw["interface"] in result["refused"]:
                 continue
             t0 = time.monotonic()
-            res = probe(gw["interface"], gw["peer"]["public_key"], gw["probe_address"], int(gw["mtu"]),
-                        float(probe_wait or 0))
+            # a probing gateway checks its tunnel at the smallest path's size, then probes the path
+            res = probe(gw["interface"], gw["peer"]["public_key"], gw["probe_address"],
+                        path_mtu.floor_mtu() if gw.get("mtu_auto") else int(gw["mtu"]), float(probe_wait or 0))
+            if gw.get("mtu_auto") and res.get("connected"):
+                res.update(_probe_path(gw))
             res["seconds"] = round(time.monotonic() - t0, 3)
             result["probes"][gw["interface"]] = res
     result["changed"] = (bool(result["sysctls"]) or any(g["changed"] for g in result["gateways"])

@@ -17,12 +17,21 @@ A PublicKey without the annotation is left as it is (YAML a user keeps in Git)."
 
 from __future__ import annotations
 
-from ansible_collections.liqo.fabric.plugins.module_utils.gateway.plan import KINDS, MTU_ANNOTATION, gateway_mtu
+from ansible_collections.liqo.fabric.plugins.module_utils.gateway.plan import KINDS, MTU_ANNOTATION, gateway_mtu, mtu_auto
 from ansible_collections.liqo.fabric.plugins.module_utils.kube.client import Kube, KubeError
 from ansible_collections.liqo.fabric.plugins.module_utils.kube.rest import ApiError, Unreachable
 
 OTHER_KIND = {"GatewayServer": "GatewayClient", "GatewayClient": "GatewayServer"}
 MISMATCH = "MTUMismatch"
+
+
+def announced_mtu(plan_):
+    """The MTU a plan announces to its peer: its tunnel MTU, or with auto what its own last probe found (the peer
+    takes the smaller of the two; announcing the agreed value would keep both sides at it for good); None (nothing
+    announced) before that probe."""
+    if plan_.get("mtu_auto"):
+        return ((plan_.get("status") or {}).get("mtu") or {}).get("probed")
+    return plan_.get("mtu")
 
 
 def mtu_patches(public_keys, public_key, mtu):
@@ -62,6 +71,8 @@ def with_peer_mtu(plan_, peer):
     so is one whose peer gateway refuses its own spec.mtu (it runs on as last built: the annotation's view stays)."""
     if peer is None or not plan_.get("peer") or (plan_.get("error") and plan_["error"]["reason"] != MISMATCH):
         return plan_
+    if plan_.get("mtu_auto") or mtu_auto(peer):  # a probing side follows the other's announced MTU (plan.with_peer_cap)
+        return plan_
     mtu = gateway_mtu(peer)
     if mtu is None:
         return plan_
@@ -84,10 +95,10 @@ def follow_peer(peer_kube, plans, check_mode=False):
     gateways = [dict(g, kind=kind) for kind in KINDS for g in peer_kube.list(kind)]
     done = []
     for p in plans:
-        announced = p.get("mtu") if p.get("ready") else None
+        announced = announced_mtu(p) if p.get("ready") else None
         for namespace, name, old, patch in mtu_patches(public_keys, p.get("public_key"), announced):
             done.append("PublicKey/%s/%s of cluster %s: %s %s -> %s" % (
-                namespace, name, p.get("remote_cluster_id"), MTU_ANNOTATION, old, p["mtu"]))
+                namespace, name, p.get("remote_cluster_id"), MTU_ANNOTATION, old, announced))
             if not check_mode:
                 peer_kube.patch("PublicKey", namespace, name, patch)
         with_peer_mtu(p, peer_gateway(public_keys, gateways, p.get("public_key"), p["kind"]))

@@ -20,6 +20,7 @@ import dataclasses
 import hashlib
 import ipaddress
 
+from ansible_collections.liqo.fabric.plugins.module_utils.gateway import path_mtu
 from ansible_collections.liqo.fabric.plugins.module_utils.kube.client import REMOTE_CLUSTER_ID_LABEL
 
 KINDS = {"GatewayServer": "Server", "GatewayClient": "Client"}
@@ -27,6 +28,8 @@ DEFAULT_MTU = 1340
 # spec.mtu the tunnel accepts (the fabric's CRDs say so too; Liqo's own CRDs bound nothing): 576 is the smallest
 # datagram every IPv4 host must accept (RFC 791), 9000 the usual jumbo-frame MTU of the underlay
 MTU_RANGE = (576, 9000)
+# spec.mtu: auto: the tunnel MTU found by probing the path to the peer (module_utils/gateway/path_mtu.py)
+MTU_AUTO = "auto"
 DEFAULT_PORT = 51820
 KEEPALIVE = 25
 MTU_ANNOTATION = "networking.liqo.io/mtu"
@@ -176,22 +179,53 @@ def endpoint_spec(gateway):
 
 def mtu_problem(value):
     """Why a gateway's spec.mtu (absent: the default) cannot be the tunnel's MTU: a message naming the field and the
-    value, or None."""
-    if value is None:
+    value, or None. ``auto`` asks for the MTU found by probing the path to the peer."""
+    if value is None or value == MTU_AUTO:
         return None
     low, high = MTU_RANGE
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         return ("spec.mtu: %r is not an MTU the tunnel can use: give an integer from %d (the smallest datagram every"
-                " IPv4 host must accept) to %d (a jumbo-frame underlay), the same on both sides" % (value, low, high))
+                " IPv4 host must accept) to %d (a jumbo-frame underlay), the same on both sides, or %s (the path MTU"
+                " to the peer, probed)" % (value, low, high, MTU_AUTO))
     return None
 
 
+def mtu_auto(gateway):
+    """Whether the gateway's tunnel MTU is probed (spec.mtu: auto)."""
+    return (gateway.get("spec") or {}).get("mtu") == MTU_AUTO
+
+
+def _valid_mtu(value):
+    return isinstance(value, int) and not isinstance(value, bool) and MTU_RANGE[0] <= value <= MTU_RANGE[1]
+
+
+def probed_mtu(gateway):
+    """The tunnel MTU a probing gateway runs (status.mtu.value with source probed: what its probes found, through
+    their hysteresis and the peer's cap), or None before its first probe."""
+    status = ((gateway.get("status") or {}).get("mtu") or {})
+    if status.get("source") != "probed" or not _valid_mtu(status.get("value")):
+        return None
+    return status["value"]
+
+
 def gateway_mtu(gateway):
-    """The MTU a gateway's spec asks for (absent: the default), or None when spec.mtu is refused (mtu_problem)."""
+    """The MTU a gateway's spec asks for (absent: the default; auto: the MTU its last probe found, else the default),
+    or None when spec.mtu is refused (mtu_problem)."""
     value = (gateway.get("spec") or {}).get("mtu")
     if mtu_problem(value):
         return None
+    if value == MTU_AUTO:
+        return probed_mtu(gateway) or DEFAULT_MTU
     return DEFAULT_MTU if value is None else value
+
+
+def mtu_source(gateway):
+    """Where the gateway's MTU comes from: probed (auto, once a probe found it), configured (spec.mtu a number) or
+    default (spec.mtu absent, or auto before the first probe)."""
+    value = (gateway.get("spec") or {}).get("mtu")
+    if value == MTU_AUTO:
+        return "probed" if probed_mtu(gateway) else "default"
+    return "default" if value is None else "configured"
 
 
 def user_secret_name(gateway):
@@ -276,7 +310,7 @@ class GatewayPlan:
     mark: int                       # fwmark of the tunnel's traffic ...
     table: int                      # ... and the routing table it selects
     rule_priority: int
-    mtu: int
+    mtu: int                        # the tunnel MTU to build (auto: the last probed, the peer's if smaller)
     listen_port: int | None         # a server's (the node port with a NodePort Service)
     transit_address: str            # this end's address inside the tunnel (/30) ...
     probe_address: str              # ... and the other end's
@@ -290,10 +324,25 @@ class GatewayPlan:
     waiting: Problem | None = None  # not yet
     error: Problem | None = None    # misconfigured (an MTU mismatch leaves the plan ready: the Connection reports it)
     connection_name: str = ""
+    mtu_auto: bool = False          # spec.mtu auto: the gateway host probes the path (module_utils/gateway/path_mtu.py)
+    mtu_source: str = "default"     # probed | configured | default
+    mtu_peer: int | None = None     # auto: the tunnel MTU the peer announced (its own probe), the cap of this one's
+    mtu_probe: int | None = None    # the size the tunnel's connectivity probe sends: the MTU, auto the smallest path's
     status: dict = dataclasses.field(default_factory=dict)   # what the GatewayServer/Client status shows
 
     def to_result(self) -> dict:
         return dataclasses.asdict(self)
+
+
+def mtu_status(gateway, mtu):
+    """status.mtu of a gateway whose tunnel runs at `mtu`: the value, its source and (auto) what the last probe found."""
+    out = {"value": mtu, "source": mtu_source(gateway)}
+    last = ((gateway.get("status") or {}).get("mtu") or {})
+    if mtu_auto(gateway) and probed_mtu(gateway):
+        for key in ("probed", "pathMTU"):
+            if _valid_mtu(last.get(key)):
+                out[key] = last[key]
+    return out
 
 
 def _gateway_status(role, secret, namespace, internal_cidr, endpoint_address, port):
@@ -317,13 +366,18 @@ def _base_plan(gateway, local_cluster_id, endpoint_address, internal_cidr, local
     user_secret = user_secret_name(gateway)
     secret = user_secret or secret_name(kind, name)
     port = listen_port(gateway, gid)
+    mtu = gateway_mtu(gateway) or DEFAULT_MTU
+    status = _gateway_status(role, secret, namespace, internal_cidr, endpoint_address, port)
+    if not mtu_problem((gateway.get("spec") or {}).get("mtu")):
+        status["mtu"] = mtu_status(gateway, mtu)
     return GatewayPlan(
         kind=kind, role=role, name=name, namespace=namespace, uid=meta.get("uid"), generation=meta.get("generation"),
         remote_cluster_id=_labels(gateway).get(REMOTE_CLUSTER_ID_LABEL), id=gid[:16], interface=interface_name(gid),
         nat_table="lfgw_" + gid[:12], mark=mark, table=mark, rule_priority=RULE_PRIORITY,
-        mtu=gateway_mtu(gateway) or DEFAULT_MTU, listen_port=port, transit_address=TRANSIT[role][0],
+        mtu=mtu, listen_port=port, transit_address=TRANSIT[role][0],
         probe_address=TRANSIT[role][1], secret_name=secret, user_secret=bool(user_secret), public_key=local_public_key,
-        connection_name=name, status=_gateway_status(role, secret, namespace, internal_cidr, endpoint_address, port))
+        connection_name=name, mtu_auto=mtu_auto(gateway), mtu_source=mtu_source(gateway),
+        mtu_probe=path_mtu.floor_mtu() if mtu_auto(gateway) else mtu, status=status)
 
 
 def _peer_endpoint(role, endpoint_fields, endpoint_address, need_endpoint):
@@ -366,8 +420,32 @@ def _ipam_refusal(conf):
         conf["metadata"].get("namespace"), conf["metadata"]["name"], cond.get("message") or cond.get("reason")))
 
 
+def announced_mtu(public_key):
+    """The tunnel MTU the peer's PublicKey announces (networking.liqo.io/mtu) as a number, else None (absent, or
+    auto before the peer's first probe)."""
+    value = ((public_key.get("metadata") or {}).get("annotations") or {}).get(MTU_ANNOTATION)
+    try:
+        value = int(str(value))
+    except ValueError:
+        return None
+    return value if _valid_mtu(value) else None
+
+
+def with_peer_cap(plan_, public_key):
+    """An auto plan once the peer's PublicKey is known: the smaller of its own MTU and the peer's announced one (both
+    sides agree on the smaller value: each probes the direction it sends in)."""
+    peer = announced_mtu(public_key)
+    if not plan_.mtu_auto or peer is None:
+        return plan_
+    mtu = min(plan_.mtu, peer)
+    status = dict(plan_.status, mtu=dict(plan_.status.get("mtu") or {}, value=mtu))
+    return dataclasses.replace(plan_, mtu=mtu, mtu_peer=peer, status=status)
+
+
 def _mtu_mismatch(mtu, public_key):
     remote_mtu = ((public_key.get("metadata") or {}).get("annotations") or {}).get(MTU_ANNOTATION)
+    if str(remote_mtu) == MTU_AUTO:
+        return None  # the peer probes its path: nothing to compare until it announces what it found
     if remote_mtu and str(remote_mtu) != str(mtu):
         return Problem("MTUMismatch", "spec.mtu: %s here but %s on the remote gateway (PublicKey %s, annotation %s); the"
                        " MTU must be equal on both sides" % (mtu, remote_mtu, public_key["metadata"]["name"], MTU_ANNOTATION))
@@ -412,6 +490,8 @@ def plan(gateway, configurations, public_keys, local_cluster_id, endpoint_addres
             " id)" % (out.namespace, REMOTE_CLUSTER_ID_LABEL, remote_id, REMOTE_CLUSTER_ID_LABEL, local_cluster_id)))
     peer = Peer((pk.get("spec") or {}).get("publicKey"), peer_endpoint,
                 persistent_keepalive=KEEPALIVE if out.role == "Client" else 0)
+    if out.mtu_auto:
+        return dataclasses.replace(with_peer_cap(out, pk), peer=peer, ready=True)
     return dataclasses.replace(out, peer=peer, ready=True, error=_mtu_mismatch(out.mtu, pk))
 
 
@@ -428,10 +508,18 @@ def connection_value(plan_, probe=None):
     return "Error" if probe.get("final") else "Connecting", probe.get("reason") or "ProbeFailed", probe.get("message") or ""
 
 
+def published_mtu(plan_, probe=None):
+    """status.mtu to publish: what a probe of the path in this run set (the probe's `mtu_status`), else the plan's."""
+    return (probe or {}).get("mtu_status") or (plan_.get("status") or {}).get("mtu")
+
+
 def connection_object(plan_, probe=None, now=None):
     """The Connection (spec and status) this gateway publishes."""
     value, reason, message = connection_value(plan_, probe)
     status = {"value": value}
+    mtu = published_mtu(plan_, probe)
+    if mtu:
+        status["mtu"] = {"value": mtu["value"], "source": mtu["source"]}
     if probe and probe.get("latency_ms") is not None and value == "Connected":
         status["latency"] = {"value": "%.3fms" % probe["latency_ms"], "timestamp": now}
     return {

@@ -25,6 +25,7 @@ import sys
 import threading
 import time
 
+from ansible_collections.liqo.fabric.plugins.module_utils.gateway import path_mtu as pmtu
 from ansible_collections.liqo.fabric.plugins.module_utils.health import hold
 from ansible_collections.liqo.fabric.plugins.module_utils.health import metrics as phm
 from ansible_collections.liqo.fabric.plugins.module_utils.health import prober as ph
@@ -301,6 +302,10 @@ class Daemon:
         self.counter_lock = threading.Lock()
         self.sessions_restarted, self.session_error = 0, None
         self.restarts_held, self.restart_pending = 0, False
+        # spec.mtu auto: the path re-probed in its own thread (a probe of a black hole waits for its timeouts)
+        self.mtu_watch = pmtu.Watch(spec["interface"], spec["address"], spec.get("public_key"), spec.get("mtu_cap")) \
+            if spec.get("mtu_auto") else None
+        self.mtu_written, self.mtu_write_error = None, None
 
     # --- views
     def snapshot(self):
@@ -310,14 +315,16 @@ class Daemon:
                 "answered_pings": self.prober.answered_pings, "counters": self.counters,
                 "connection_written": self.written, "connection_error": self.write_error,
                 "sessions_restarted": self.sessions_restarted, "session_error": self.session_error,
-                "restarts_held": self.restarts_held}
+                "restarts_held": self.restarts_held,
+                "path_mtu": self.mtu_watch.snapshot() if self.mtu_watch else None,
+                "mtu_written": self.mtu_written, "mtu_write_error": self.mtu_write_error}
 
     def metrics(self):
         with self.counter_lock:
             self.counters = self.counter.read()
         s = self.state
         return phm.render([phm.sample(self.spec.get("remote_cluster_id"), s.value == ph.CONNECTED, s.latency_us,
-                                      self.counters)])
+                                      self.counters, _read_mtu(self.spec["interface"]))])
 
     # --- lifecycle
     def _on_signal(self, *_args):
@@ -337,6 +344,8 @@ class Daemon:
         unix.daemon_ref = self
         threading.Thread(target=unix.serve_forever, kwargs={"poll_interval": 0.5}, daemon=True).start()
         threading.Thread(target=self._writer, daemon=True).start()
+        if self.mtu_watch:
+            threading.Thread(target=self._path_mtu, daemon=True).start()
         write_atomic(self.pid_path, json.dumps({"pid": os.getpid(), "start": _start_time(os.getpid()),
                                                 "config": self.cfg}))
         try:
@@ -348,7 +357,10 @@ class Daemon:
                     self.prober.close()
                     time.sleep(self.prober.interval)
                     answered, rtt, why = False, None, "probe failed: %s" % exc
+                before = self.state.value
                 changed = self.state.observe(answered, rtt, why=why)
+                if self.mtu_watch and changed and before == ph.ERROR and self.state.value == ph.CONNECTED:
+                    self.mtu_watch.kick("reconnected")  # a failover, a restarted peer: maybe another path
                 if self.state.value != ph.ERROR:
                     self.restart_pending = False
                 elif changed or self.restart_pending:
@@ -364,6 +376,11 @@ class Daemon:
         finally:
             self.prober.close()
             unix.server_close()
+            if self.mtu_watch:
+                try:
+                    self.mtu_watch.restore()
+                except Exception:  # pylint: disable=broad-except  # the interface is gone: nothing to put back
+                    pass
             for p in (self.sock_path, self.pid_path):
                 try:
                     os.unlink(p)
@@ -389,6 +406,21 @@ class Daemon:
             except Exception as exc:  # pylint: disable=broad-except
                 self.session_error = str(exc)[:300]
 
+    def _path_mtu(self):
+        """spec.mtu auto: one step of the path's watch a second; what it found written to the gateway's status and
+        its Connection (status.mtu) whenever it differs from what was written."""
+        while not self.stopping.is_set():
+            try:
+                self.mtu_watch.step()
+                status = self.mtu_watch.status
+                if status and status != self.mtu_written and self.kube is not None:
+                    pmtu.write_status(self.kube, self.spec.get("kind"), self.spec["namespace"],
+                                      self.spec["connection_name"], status)
+                    self.mtu_written, self.mtu_write_error = dict(status), None
+            except Exception as exc:  # pylint: disable=broad-except
+                self.mtu_write_error = str(exc)[:300]
+            self.stopping.wait(1.0)
+
     def _writer(self):
         if self.kube is None:
             return
@@ -410,3 +442,10 @@ class Daemon:
                 time.sleep(1)
                 with self.wake:
                     self.dirty = True
+
+
+def _read_mtu(interface):
+    try:
+        return pmtu.link_mtu(interface)
+    except (OSError, ValueError):
+        return None

@@ -17,7 +17,7 @@ from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.errors impor
 from ansible_collections.liqo.fabric.plugins.module_utils.wireguard.validation import validate_ifname
 
 SPEC_KEYS = ("interface", "address", "namespace", "connection_name", "remote_cluster_id", "public_key", "port",
-             "interval", "threshold")
+             "interval", "threshold", "kind", "mtu_auto", "mtu_cap")
 
 
 def from_plans(plans, defaults=None):
@@ -34,7 +34,8 @@ def from_plans(plans, defaults=None):
             spec = dict(defaults or {}, interface=p["interface"], address=p.get("probe_address"),
                         namespace=p.get("namespace"), connection_name=p.get("connection_name") or p.get("name"),
                         remote_cluster_id=p.get("remote_cluster_id"),
-                        public_key=(p.get("peer") or {}).get("public_key"))
+                        public_key=(p.get("peer") or {}).get("public_key"), kind=p.get("kind"),
+                        mtu_auto=True if p.get("mtu_auto") else None, mtu_cap=p.get("mtu_peer"))
             probe.append({k: v for k, v in spec.items() if v is not None})
         else:
             halt.append(p["interface"])

@@ -17,6 +17,7 @@ FAMILIES = (
     ("liqo_peer_latency_us", "gauge", "Round-trip time of the health probe through the tunnel (microseconds)"),
     ("liqo_peer_receive_bytes_total", "counter", "Bytes received from the peer (WireGuard)"),
     ("liqo_peer_transmit_bytes_total", "counter", "Bytes sent to the peer (WireGuard)"),
+    ("liqo_fabric_tunnel_mtu", "gauge", "MTU of the tunnel interface (with spec.mtu auto: what the path carries)"),
 )
 
 
@@ -60,10 +61,12 @@ class Counters(object):
         return self.add(transfer(self.interface, self.public_key, self.run_dir))
 
 
-def sample(cluster_id, connected, latency_us, counters):
-    """One peer's values, keyed by metric name (the counters are absent while the interface is gone)."""
+def sample(cluster_id, connected, latency_us, counters, mtu=None):
+    """One peer's values, keyed by metric name (the counters and the MTU are absent while the interface is gone)."""
     out = {"liqo_peer_is_connected": 1 if connected else 0,
            "liqo_peer_latency_us": round(latency_us) if connected and latency_us is not None else 0}
+    if mtu:
+        out["liqo_fabric_tunnel_mtu"] = mtu
     if counters is not None:
         out["liqo_peer_receive_bytes_total"], out["liqo_peer_transmit_bytes_total"] = counters
     return {"labels": {"driver": DRIVER, "cluster_id": cluster_id or ""}, "values": out}

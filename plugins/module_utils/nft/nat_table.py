@@ -94,7 +94,7 @@ class NatTableError(ValueError):
 #   ("natmap", "snat"|"dnat", "saddr"|"daddr", version, ((key_net, data_net), ...))
 #   ("mss", "rt mtu" | int) ("verdict", "accept"|...) ("raw", json)
 #   ("iifname_ne", name) ("oifname_ne", name)  interface is not `name`
-#   ("ct_mark", int) ("ct_state", "new")       conntrack matches
+#   ("ct_mark", int) ("ct_state", "new") ("ct_direction", "original"|"reply")   conntrack matches
 #   ("mark_set", "meta"|"ct", int)            meta mark set / ct mark set
 # Networks are canonical strings "addr/len" (len always present), addresses bare strings.
 
@@ -451,8 +451,11 @@ def _add_tunnels(b: _Build, entries):
             (("iifname", iface), ("ct_state", "new"), ("mark_set", "ct", mark)),
         ]
         if output:
+            # the host's replies to the tunnel's connections: reply direction only, so that an ICMP error the host
+            # sends a local pod about its reply (a "fragmentation needed" when the tunnel's MTU shrank: original
+            # direction) reaches the pod instead of following the connection into the tunnel
             chains[CHAIN_MANGLE_OUT] += [(("daddr", remapped), ("mark_set", "meta", mark)),
-                                         (("ct_mark", mark), ("mark_set", "meta", mark))]
+                                         (("ct_mark", mark), ("ct_direction", "reply"), ("mark_set", "meta", mark))]
         if original != remapped:
             chains[CHAIN_PRE].append((("iifname_ne", iface), ("daddr", remapped), ("nat", "dnat", "prefix", original)))
             chains[CHAIN_POST].append((("iifname", iface), ("saddr", original), ("nat", "snat", "prefix", remapped)))
@@ -543,6 +546,8 @@ def _term(expr):
             return ("ct_mark", right)
         if left == {"ct": {"key": "state"}} and op in ("in", "==") and right in ("new", ["new"]):
             return ("ct_state", "new")
+        if left == {"ct": {"key": "direction"}} and op == "==" and right in ("original", "reply"):
+            return ("ct_direction", right)
         for fname in ("saddr", "daddr"):
             if _is_payload(left, fname) and op == "==":
                 net = _json_net(right)
@@ -682,6 +687,8 @@ def render_term(term, indent="\t\t") -> str:
         return f"ct mark {term[1]:#010x}"
     if kind == "ct_state":
         return f"ct state {term[1]}"
+    if kind == "ct_direction":
+        return f"ct direction {term[1]}"
     if kind == "mark_set":
         return f"{term[1]} mark set {term[2]:#010x}"
     if kind in ("saddr", "daddr"):

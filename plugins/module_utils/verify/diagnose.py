@@ -11,7 +11,7 @@ import email.utils
 import ipaddress
 
 from ansible_collections.liqo.fabric.plugins.module_utils.gateway.plan import (
-    MTU_ANNOTATION, cidr_fields, peer_public_key, secret_name, user_secret_name)
+    MTU_ANNOTATION, MTU_AUTO, cidr_fields, peer_public_key, secret_name, user_secret_name)
 from ansible_collections.liqo.fabric.plugins.module_utils.kube.client import PLURALS, REMOTE_CLUSTER_ID_LABEL
 
 GROUP = "networking.liqo.io"
@@ -168,10 +168,22 @@ def gateway_checks(where, gateways, secrets, public_keys, connections, gateway_f
                          bool(pks), ", ".join(_ref(p) for p in pks) or ambiguous or "",
                          ambiguous or "the remote cluster's PublicKey was not applied here (in namespace %s)" % ns,
                          "apply the PublicKey the peer generates (ansible-playbook liqo.fabric.generate_publickey on it)"))
-        if pks:
+        if pks and spec.get("mtu") == MTU_AUTO:
+            remote_mtu = ((pks[0]["metadata"].get("annotations") or {}).get(MTU_ANNOTATION))
+            status = (gw.get("status") or {}).get("mtu") or {}
+            out.append(check(where, "path MTU probed", ref, status.get("source") == "probed",
+                             "tunnel MTU %s (%s), the path carries %s, the peer announced %s" % (
+                                 status.get("value"), status.get("source") or "no status", status.get("pathMTU"),
+                                 remote_mtu if remote_mtu is not None else "nothing"),
+                             "spec.mtu is auto but no probe of the path reached the gateway's status yet: the tunnel"
+                             " runs the default MTU",
+                             "check the gateway host's live probe (peer_health) and the tunnel's handshake; "
+                             "docs/path-mtu.md"))
+        elif pks:
             remote_mtu = ((pks[0]["metadata"].get("annotations") or {}).get(MTU_ANNOTATION))
             mtu = spec.get("mtu", 1340)
-            same = remote_mtu is None or str(remote_mtu) == str(mtu)
+            # a peer with auto announces what it found, and follows this side's MTU when smaller
+            same = remote_mtu is None or str(remote_mtu) == str(mtu) or str(remote_mtu) == MTU_AUTO
             out.append(check(where, "MTU equal on both sides", ref, same,
                              "here %s, the peer %s" % (mtu, remote_mtu if remote_mtu is not None else "not announced"),
                              "the two gateways were given different MTUs: packets of the larger size are dropped",
