@@ -7,6 +7,7 @@ The tests run in order on one lab."""
 import contextlib
 import hashlib
 import json
+import re
 import shutil
 
 import pytest
@@ -27,6 +28,10 @@ MIGRATE = "Stored objects in the CRDs' storage version [localhost]"
 CIDRS = ["spec.remote.cidr.external", "spec.remote.cidr.pod", "status.remote.cidr.external", "status.remote.cidr.pod"]
 BUILT = "metadata.annotations.fabric.liqo.io/built-generation"
 PUBLISH = "liqo.fabric.gateway : Publish gateway status and Connection [%s]"
+CRDS = "CRDs of networking.liqo.io [localhost]"
+TEMPLATES = "Namespace, network configuration and default gateway templates [localhost]"
+DATAPLANE = "liqo.fabric.gateway : Gateway dataplane of this host (built on the active host, removed elsewhere) [%s]"
+PROBE = "liqo.fabric.gateway : Live health probe of each gateway (started where built, stopped elsewhere) [%s]"
 
 
 @pytest.fixture(scope="module", params=[previous_release.PREVIOUS, previous_release.BEFORE_CIDR_LISTS])
@@ -102,6 +107,17 @@ def snapshot(lab) -> dict:
     return out
 
 
+def kept(snap: dict) -> dict:
+    """A snapshot with each health probe as "probe" (no command line, no PID): a newer collection replaces an older
+    collection's probe (it now watches the path MTU); wireguard-go stays as it is, PID included."""
+    return {k: dict(v, processes=sorted(p if p.startswith("wireguard-go ") else "probe" for p in v["processes"]))
+            if "processes" in v else v for k, v in snap.items()}
+
+
+def probe_pids(snap: dict) -> list:
+    return sorted(p for v in snap.values() for p in v.get("processes", []) if not p.startswith("wireguard-go "))
+
+
 TIMES = ("lastTransitionTime", "lastHeartbeatTime", "resourceVersion", "managedFields", "generation", "uid",
          "creationTimestamp", "latency")
 
@@ -164,7 +180,9 @@ def test_connected_by_the_previous_release(lab):
 
 def test_connect_before_install(lab):
     """The current connect before the current install, under pings both ways (none lost): over the previous release
-    it has nothing to change; over Configurations holding v1beta1 CIDR strings, which the current CRDs' schema no
+    it changes each gateway host's NAT table (the host's marked packets enter the tunnel in the reply direction only)
+    and restarts its health probe (the probe now watches the path MTU), and touches nothing else: no key, link,
+    wireguard-go or API object; over Configurations holding v1beta1 CIDR strings, which the current CRDs' schema no
     longer takes, it cannot apply until the storage migration (in install) has rewritten them, and says so."""
     if STATE["release"] == previous_release.BEFORE_CIDR_LISTS:
         for c in ("a", "b"):
@@ -181,9 +199,15 @@ def test_connect_before_install(lab):
     if STATE["release"] == previous_release.BEFORE_CIDR_LISTS:
         assert proc.returncode != 0 and "failed to create typed live object" in out, out[-3000:]
         assert "migrate it with liqo.fabric.migrate_storage" in out, out[-3000:]
-    else:
-        assert proc.returncode == 0 and changed_tasks(proc) == [], out[-3000:]
-    assert snapshot(lab) == STATE["before"] and api_objects(lab) == STATE["objects"]
+        assert snapshot(lab) == STATE["before"] and api_objects(lab) == STATE["objects"]
+        return
+    gateways = [lab[c].gateway_nodes[0].name for c in ("a", "b")]
+    assert proc.returncode == 0, out[-3000:]
+    assert sorted(changed_tasks(proc)) == sorted(t % gw for gw in gateways for t in (DATAPLANE, PROBE, PUBLISH)), \
+        changed_tasks(proc)
+    after = snapshot(lab)
+    assert kept(after) == kept(STATE["before"]) and api_objects(lab) == STATE["objects"]
+    assert len(probe_pids(after)) == 2 and not set(probe_pids(after)) & set(probe_pids(STATE["before"]))
 
 
 def test_install_and_connect_of_the_current_tree_lose_nothing_and_keep_keys_and_links(lab):
@@ -202,26 +226,37 @@ def test_install_and_connect_of_the_current_tree_lose_nothing_and_keep_keys_and_
     after = snapshot(lab)
     before = STATE["before"]
     # no key regenerated, no link or wireguard-go recreated, the per-node overlay records and the IPAM ledger kept
-    assert after == before, json.dumps({k: [before[k], after.get(k)] for k in before if before[k] != after.get(k)},
-                                       indent=1)
+    assert kept(after) == kept(before), json.dumps({k: [before[k], after.get(k)] for k in before
+                                                    if before[k] != after.get(k)}, indent=1)
     tasks = {name: changed_tasks(proc) for name, proc in runs.items()}
     changes = what_changed(STATE["objects"], api_objects(lab))
     print("what the upgrade from %s changed:" % STATE["release"], json.dumps({"tasks": tasks, "objects": changes}, indent=1))
-    if STATE["release"] != previous_release.BEFORE_CIDR_LISTS:
-        assert tasks == {"install a": [], "install b": [], "connect": []} and changes == {}
-        return
-    # the stored Configurations migrated (each CIDR string now its list of one); each Connection gets
-    # the generation its gateway was built from
     gateways = [lab[c].gateway_nodes[0].name for c in ("a", "b")]
-    # (the CRDs were applied by the test before, as install applies them)
-    assert tasks == {"install a": [MIGRATE], "install b": [MIGRATE],
-                     "connect": [PUBLISH % gw for gw in gateways]}, tasks
-    assert sorted(changes) == ["a/configurations/b", "a/connections/b", "b/configurations/a", "b/connections/a"], changes
+    if STATE["release"] != previous_release.BEFORE_CIDR_LISTS:
+        # the CRDs (spec.mtu takes "auto", status.mtu) and the gateway templates (the gateway pod's CPU request);
+        # status.mtu, which the previous CRDs pruned, stored on the gateways and Connections
+        assert tasks == {"install a": [CRDS, TEMPLATES], "install b": [CRDS, TEMPLATES],
+                         "connect": [PUBLISH % gw for gw in gateways]}, tasks
+        assert sorted(changes) == ["a/connections/b", "a/gatewayclients/b", "b/connections/a", "b/gatewayservers/a"], changes
+        assert all(fields == {"status.mtu.source": [None, "configured"], "status.mtu.value": [None, 1340]}
+                   for fields in changes.values()), changes
+        return
+    # the stored Configurations migrated (each CIDR string now its list of one); each Connection gets the generation
+    # its gateway was built from (the CRDs were applied by the test before, as install applies them); and, as over
+    # the previous release, the templates, each gateway host's NAT table and health probe, and status.mtu
+    assert {k: sorted(v) for k, v in tasks.items()} == {
+        "install a": sorted([MIGRATE, TEMPLATES]), "install b": sorted([MIGRATE, TEMPLATES]),
+        "connect": sorted(t % gw for gw in gateways for t in (DATAPLANE, PROBE, PUBLISH))}, tasks
+    assert sorted(changes) == ["a/configurations/b", "a/connections/b", "a/gatewayclients/b", "b/configurations/a",
+                               "b/connections/a", "b/gatewayservers/a"], changes
+    mtu = {"status.mtu.source": [None, "configured"], "status.mtu.value": [None, 1340]}
     for name, fields in changes.items():
         if "/configurations/" in name:
             assert sorted(fields) == CIDRS and all(isinstance(b, str) and a == [b] for b, a in fields.values()), fields
+        elif "/connections/" in name:
+            assert fields == dict(mtu, **{BUILT: [None, "1"]}), fields
         else:
-            assert fields == {BUILT: [None, "1"]}, fields
+            assert fields == mtu, fields
 
 
 def test_connect_again_changes_nothing(lab):
@@ -229,7 +264,7 @@ def test_connect_again_changes_nothing(lab):
     proc = run(None, "connect", lab.inventory_path, kubeconfig=lab["a"].kubeconfig,
                remote_kubeconfig=lab["b"].kubeconfig, wait=True, wait_timeout=30, **GROUPS)
     assert changed_tasks(proc) == [] and fabric.overlay_applied(proc) == {}
-    assert snapshot(lab) == STATE["before"] and api_objects(lab) == objects
+    assert kept(snapshot(lab)) == kept(STATE["before"]) and api_objects(lab) == objects
 
 
 def test_disconnect_of_the_current_tree_leaves_nothing(lab):
