@@ -3,19 +3,29 @@
 AnsiballZ modules. The version is faked in a real ansible-playbook through a sitecustomize."""
 import importlib
 import os
+import re
 import subprocess
 
 import pytest
 import yaml
+from packaging.specifiers import SpecifierSet
 
 from ansible_collections.liqo.fabric.plugins.plugin_utils.speed import in_process, switch
 from tests.ansible_run import VENV_BIN, ansible_env
 
 
-def test_runtime_yml_and_the_gate_name_the_same_range():
-    with open(os.path.join(os.path.dirname(__file__), "..", "..", "meta", "runtime.yml"), encoding="utf-8") as f:
-        assert yaml.safe_load(f)["requires_ansible"] == ">=2.19.0,<2.20.0"
+def test_the_gate_is_the_pinned_minor_release_inside_requires_ansible():
+    """The speed paths are on only for the ansible-core minor release the suite pins (the one their tests run on),
+    which requires_ansible admits; the other versions of the matrix run the plain path."""
+    root = os.path.join(os.path.dirname(__file__), "..", "..")
+    with open(os.path.join(root, "meta", "runtime.yml"), encoding="utf-8") as f:
+        spec = SpecifierSet(yaml.safe_load(f)["requires_ansible"])
+    with open(os.path.join(root, "requirements-dev.txt"), encoding="utf-8") as f:
+        pinned = re.search(r"^ansible-core==(\S+)$", f.read(), re.M).group(1)
     assert switch.TESTED_RANGE == ">=2.19,<2.20"
+    assert switch.parse(pinned) == switch.TESTED_MIN and switch.unsupported_core(pinned) is None
+    assert pinned in spec and "%d.%d.0" % switch.TESTED_MIN in spec
+    assert switch.unsupported_core("2.16.19") == "ansible-core 2.16.19 is outside the tested range >=2.19,<2.20"
 
 
 @pytest.mark.parametrize("version,off", [("2.19.0", False), ("2.19.14", False), ("2.19.0rc1", False),
