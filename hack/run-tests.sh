@@ -64,12 +64,13 @@ PY
   git ls-files -z --cached --others --exclude-standard | xargs -0 -I{} cp --parents {} "$dst"/ 2>/dev/null
   # ansible-test 2.16 still checks the Python 2 boilerplate of every file (2.17 dropped those tests with Python 2
   # module support); the collection runs on Python 3 only
-  local skip=()
+  local skip=() pyver
+  pyver=$("$VENV/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
   case $(ansible-test --version) in
     *" 2.16."*) skip=(--skip-test future-import-boilerplate --skip-test metaclass-boilerplate) ;;
   esac
   (cd "$dst" && git init -q && git add -A >/dev/null && \
-     ansible-test sanity --python 3.11 --requirements --color no "${skip[@]}" >"$REPORTS/sanity.txt" 2>&1) || rc=1
+     ansible-test sanity --python "$pyver" --requirements --color no "${skip[@]}" >"$REPORTS/sanity.txt" 2>&1) || rc=1
   grep -E "^(ERROR|FATAL)|^Running sanity test" "$REPORTS/sanity.txt" | sed 's/^/  /'
   echo "  (full output: ${REPORTS#$ROOT/}/sanity.txt)"
   local total failed
