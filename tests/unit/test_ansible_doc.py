@@ -31,7 +31,10 @@ def ansible_doc(*args):
     proc = subprocess.run([os.path.join(VENV_BIN, "ansible-doc"), "--json", *args], capture_output=True, text=True,
                           env=ansible_env(), check=False, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    assert "[WARNING]" not in proc.stderr and "[ERROR]" not in proc.stderr, proc.stderr
+    # no warning or error but about ansible-core's own internal collections (2.20 warns that they have no version)
+    problems = [ln for ln in proc.stderr.splitlines() if ("[WARNING]" in ln or "[ERROR]" in ln)
+                and "/ansible/_internal/ansible_collections/" not in ln]
+    assert not problems, proc.stderr
     return json.loads(proc.stdout)
 
 
