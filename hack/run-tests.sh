@@ -62,10 +62,10 @@ PY
   local dst=$BUILD/sanity/ansible_collections/liqo/fabric
   rm -rf "$BUILD/sanity" && mkdir -p "$dst"
   git ls-files -z --cached --others --exclude-standard | xargs -0 -I{} cp --parents {} "$dst"/ 2>/dev/null
+  local skip=() pyver
+  pyver=$("$VENV/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')  # the venv's own Python
   # ansible-test 2.16 still checks the Python 2 boilerplate of every file (2.17 dropped those tests with Python 2
   # module support); the collection runs on Python 3 only
-  local skip=() pyver
-  pyver=$("$VENV/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
   case $(ansible-test --version) in
     *" 2.16."*) skip=(--skip-test future-import-boilerplate --skip-test metaclass-boilerplate) ;;
   esac
