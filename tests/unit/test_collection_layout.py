@@ -36,13 +36,25 @@ def test_kube_action_group_is_every_module_that_reaches_a_cluster():
     assert set(group) == kube, f"missing {sorted(kube - set(group))}, not kube modules {sorted(set(group) - kube)}"
 
 
-def test_requires_ansible_is_the_range_the_suite_runs():
-    spec = SpecifierSet(load("meta", "runtime.yml")["requires_ansible"])
-    assert ansible_core_version in spec
-    pinned = re.search(r"^ansible-core==(\S+)$", open(os.path.join(ROOT, "requirements.txt")).read(), re.M).group(1)
-    assert pinned in spec
+def matrix_versions():
+    """The ansible-core releases `make matrix` runs: hack/matrix/core-*.txt and the suite's own pin."""
+    pins = [os.path.join(ROOT, "requirements-dev.txt")] + glob.glob(os.path.join(ROOT, "hack", "matrix", "core-*.txt"))
+    return sorted((re.search(r"^ansible-core==(\S+)$", open(p, encoding="utf-8").read(), re.M).group(1) for p in pins),
+                  key=lambda v: tuple(int(n) for n in v.split(".")))
+
+
+def test_requires_ansible_is_the_lowest_version_the_matrix_runs():
+    """requires_ansible is the matrix's lowest minor release with no upper bound (newer ones run the plain path), the
+    roles say the same, and each matrix venv pins a distinct minor release."""
+    requires = load("meta", "runtime.yml")["requires_ansible"]
+    versions = matrix_versions()
+    minors = [".".join(v.split(".")[:2]) for v in versions]
+    assert len(set(minors)) == len(minors) >= 4, versions
+    assert requires == ">=%s.0" % minors[0]
+    spec = SpecifierSet(requires)
+    assert ansible_core_version in spec and all(v in spec for v in versions)
     for role in ROLES:  # the roles say the same
-        assert str(load("roles", role, "meta", "main.yml")["galaxy_info"]["min_ansible_version"]) + ".0" in spec
+        assert str(load("roles", role, "meta", "main.yml")["galaxy_info"]["min_ansible_version"]) == minors[0]
 
 
 def test_no_galaxy_dependencies_and_no_collection_other_than_builtin():
@@ -80,9 +92,12 @@ def test_role_argument_specs_document_every_default(role):
 
 # Never in the tarball: the suite, the lab, build and CI files. Always: what install/connect/the controller use.
 NOT_SHIPPED = ("tests/", "molecule/", "hack/", "deploy/image/", ".ci/", "changelogs/fragments/", "build/", ".venv/",
-               "Makefile", "pytest.ini", "requirements-test.txt", "ansible.cfg", ".ansible-lint", ".gitignore",
-               "CONTRIBUTING.md")
-SHIPPED = ("meta/runtime.yml", "README.md", "requirements.txt", "playbooks/connect.yml", "plugins/modules/k8s_apply.py",
+               "Makefile", "pytest.ini", "requirements-test.txt", "requirements-dev.txt", "ansible.cfg", ".ansible-lint",
+               ".gitignore", "CONTRIBUTING.md")
+# the execution-environment metadata (meta/execution-environment.yml and the two files it names) ships: ansible-builder
+# reads it from the installed collection
+SHIPPED = ("meta/runtime.yml", "meta/execution-environment.yml", "requirements.txt", "bindep.txt", "README.md",
+           "playbooks/connect.yml", "plugins/modules/k8s_apply.py",
            "plugins/module_utils/kube/client.py", "controller/__main__.py", "controller/watches.yaml",
            "deploy/crds/networking.liqo.io_gatewayservers.yaml", "deploy/templates/wireguard-server.yaml",
            "changelogs/config.yaml", "plugins/plugin_utils/speed/ansiballz_cache.py",

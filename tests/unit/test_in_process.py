@@ -8,11 +8,13 @@ import pytest
 
 from ansible_collections.liqo.fabric.plugins.plugin_utils.module_action import worker_gc_freeze
 from ansible_collections.liqo.fabric.plugins.plugin_utils.speed.in_process import in_process_refusal, module_fqcn
+from tests.ansible_run import needs_speed_paths
 
 SAFE = dict(transport="local", load_name="ansible.builtin.local", become=False, async_val=0, environment={},
             enabled=True)
 
 
+@needs_speed_paths
 @pytest.mark.parametrize("load_name", ["local", "ansible.builtin.local", "ansible.legacy.local"])
 @pytest.mark.parametrize("enabled", [True, None, "true", "yes", 1, "True"])
 def test_local_tasks_run_in_process(load_name, enabled):
@@ -21,6 +23,7 @@ def test_local_tasks_run_in_process(load_name, enabled):
     assert in_process_refusal(**args) is None
 
 
+@needs_speed_paths
 @pytest.mark.parametrize("change,reason", [
     (dict(enabled=False), "liqo_fabric_in_process is false"),
     (dict(enabled="false"), "liqo_fabric_in_process is false"),
@@ -47,6 +50,7 @@ def test_action_plugin_names_its_module():
         module_fqcn("ansible.plugins.action.normal")
 
 
+@needs_speed_paths
 @pytest.mark.parametrize("transport,load_name,host_module,reason", [
     ("liqo.fabric.netns", "ansible_collections.liqo.fabric.plugins.connection.netns", True, None),
     ("local", "ansible.builtin.local", True, None),
@@ -60,12 +64,14 @@ def test_host_modules_also_run_in_process_on_the_netns_connection(transport, loa
     assert in_process_refusal(**args) == reason
 
 
+@needs_speed_paths
 def test_host_modules_still_fall_back_for_become():
     args = dict(SAFE)
     args.update(transport="liqo.fabric.netns", load_name="liqo.fabric.netns", host_module=True, become=True)
     assert in_process_refusal(**args) == "become is set"
 
 
+@needs_speed_paths
 def test_preload_imports_the_plugins_module_once_where_the_plugin_loads(monkeypatch):
     """The per-node module is imported by the process that loads the action plugin (the strategy, in
     ansible-playbook itself), so each worker forked from it does not import it again; off with the speed paths."""
@@ -91,6 +97,7 @@ def test_the_overlay_action_plugin_preloads_its_module():
     assert "ansible_collections.liqo.fabric.plugins.modules.overlay_dataplane" in sys.modules
 
 
+@needs_speed_paths
 @pytest.mark.parametrize("plugin, loaded", [("tunnel_probe", True), ("gateway_plan", False)])
 def test_a_host_module_plugin_also_preloads_pyroute2_and_an_api_one_does_not(plugin, loaded):
     """tunnel_probe imports pyroute2 only when it reads a link: its plugin imports it once where it loads, so the

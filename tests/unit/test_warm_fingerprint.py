@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from ansible_collections.liqo.fabric.plugins.plugin_utils.speed import warm
+from tests.ansible_run import needs_speed_paths
 
 BASE = {"ANSIBLE_NOCOLOR": "1", "ANSIBLE_LOCAL_TEMP": "/rt/tmp", "PATH": "/usr/bin", "HOME": "/root",
         "ANSIBLE_CACHE_PLUGIN_CONNECTION": "/rt/slot0/artifacts/a/fact_cache",
@@ -154,6 +155,7 @@ def test_zipshare_without_the_collection_does_nothing(tmp_path):
     assert not (tmp_path / "store").exists() and not (tmp_path / "run").exists()
 
 
+@needs_speed_paths
 def test_inventory_memo_serves_a_forked_child_the_parse_once_and_follows_changes(tmp_path, monkeypatch):
     """The zygote parses the run's inventory before forking; a child's InventoryManager gets the same hosts and vars
     from it (trusted for templating as Ansible's own read); an edited file is parsed again; a vaulted one never."""

@@ -206,6 +206,7 @@ def with_kube(module, work, user_errors=()):
     problem, or one of `user_errors` (bad input found by the logic), fails the module with its message."""
     if module.params.get("assume") and not module.check_mode:
         module.fail_json(msg="assume: only in check mode (the objects a check-mode run carries from step to step)")
+    failures = (KubeError, Unreachable, Unauthorized) + tuple(user_errors)
     try:
         kube = Kube(module.params["kubeconfig"], module.params["context"])
         kube.assume(module.params.get("assume"))
@@ -213,7 +214,7 @@ def with_kube(module, work, user_errors=()):
             return work(kube)
         finally:
             kube.close()
-    except (KubeError, Unreachable, Unauthorized) + tuple(user_errors) as exc:
+    except failures as exc:
         module.fail_json(msg=str(exc))
     except ApiError as exc:
         module.fail_json(msg="Kubernetes API error: %s" % exc, exception=traceback.format_exc())

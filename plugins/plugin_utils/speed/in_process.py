@@ -45,7 +45,6 @@ from collections.abc import Sequence
 
 from ansible import constants as C
 from ansible.utils.display import Display
-from ansible.vars.clean import remove_internal_keys
 
 from ansible_collections.liqo.fabric.plugins.plugin_utils.speed import internals, switch
 from ansible_collections.liqo.fabric.plugins.plugin_utils.speed.netns_fork import ForkError, run_forked
@@ -202,7 +201,7 @@ class InProcessLane:
         if "results" in data and (not isinstance(data["results"], Sequence) or isinstance(data["results"], str)):
             data["ansible_module_results"] = data.pop("results")
             display.warning("Found internal 'results' key in module return, renamed to 'ansible_module_results'.")
-        remove_internal_keys(data)
+        internals.remove_internal_keys(data)
         for key in ("stdout", "stderr"):
             if key in data and key + "_lines" not in data:
                 data[key + "_lines"] = (data.get(key) or "").splitlines()

@@ -19,6 +19,7 @@ try:  # private ansible-core internals (2.19): another ansible-core may not have
     from ansible.module_utils._internal import _errors, _messages, _traceback
     from ansible.module_utils.common import warnings as mu_warnings
     from ansible.module_utils.common.json import Direction, get_module_encoder
+    from ansible.vars.clean import remove_internal_keys  # gone in ansible-core 2.21
     MISSING = None
 except ImportError as _exc:  # pragma: no cover - only on an ansible-core the suite does not run
     MISSING = "ansible-core internals are missing (%s)" % _exc
@@ -27,4 +28,4 @@ if MISSING is None and not all(hasattr(basic, name) for name in MODULE_ARGS):  #
     MISSING = "this ansible-core does not take module arguments through ansible.module_utils.basic._ANSIBLE_ARGS"
 
 __all__ = ("MISSING", "MODULE_ARGS", "basic", "mu_internal", "_errors", "_messages", "_traceback", "mu_warnings",
-           "Direction", "get_module_encoder")
+           "Direction", "get_module_encoder", "remove_internal_keys")

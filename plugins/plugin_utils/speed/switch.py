@@ -13,8 +13,10 @@ Every path is off with LIQO_FABRIC_SPEED_PATHS=off (or 0, false, no). Beside tha
 - ansiballz_cache (those compiled files kept on disk): with LIQO_FABRIC_ANSIBALLZ_CACHE=off.
 
 The caller passes the path's own setting when only it can see it (a host or task variable, a command-line flag);
-the switch reads the environment itself. The tested range is meta/runtime.yml's requires_ansible: the paths lean on
-private ansible-core internals (speed/__init__.py names them), so elsewhere everything runs the ordinary way.
+the switch reads the environment itself. The tested range is the ansible-core releases the speed paths are tested on
+(the suite's pin, requirements-dev.txt), narrower than meta/runtime.yml's requires_ansible: the paths lean on private
+ansible-core internals (speed/__init__.py names them), so elsewhere everything runs the ordinary way, which
+`make matrix` tests on every version requires_ansible admits.
 
 The payload cache imports this file, from its copy in a venv's site-packages, at every start of a Python: only `os`
 at the top, the rest (and ansible) when a version or internals check needs it.
@@ -27,7 +29,7 @@ CACHE_ENV = "LIQO_FABRIC_ANSIBALLZ_CACHE"
 IN_PROCESS_VAR = "liqo_fabric_in_process"
 OFF_VALUES = ("off", "0", "false", "no")
 TESTED_MIN = (2, 19)  # inclusive
-TESTED_BELOW = (2, 20)  # exclusive; keep in step with meta/runtime.yml
+TESTED_BELOW = (2, 20)  # exclusive; keep in step with requirements-dev.txt's ansible-core
 TESTED_RANGE = ">=%d.%d,<%d.%d" % (TESTED_MIN + TESTED_BELOW)
 WHAT = "in-process modules, netns fork, warm runner, payload cache"
 
