@@ -7,7 +7,6 @@ The tests run in order on one lab."""
 import contextlib
 import hashlib
 import json
-import re
 import shutil
 
 import pytest
