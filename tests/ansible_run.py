@@ -13,9 +13,11 @@ import tempfile
 
 import pytest
 
-from ansible_collections.liqo.fabric.plugins.plugin_utils.speed import switch as speed_switch
+# importing tests.conftest puts the collection on sys.path (a process that imports this module alone: a bench's
+# inner run)
+from tests.conftest import ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from ansible_collections.liqo.fabric.plugins.plugin_utils.speed import switch as speed_switch  # noqa: E402
 VENV_BIN = os.path.dirname(sys.executable)
 # The tests of a speed path itself (its use of private internals) run on the ansible-core the paths are tested on;
 # on the other versions of `make matrix` the paths are off, and the plain path is what those versions run.
