@@ -54,7 +54,7 @@ def test_connect_input_check_names_only_the_wrong_input(lab):
     proc = connect(lab, mtu=100)
     assert proc.returncode != 0
     errors = _failures(proc)
-    assert len(errors) == 1 and errors[0].endswith("connect: mtu: 100 is not in 576-9000"), proc.stderr
+    assert len(errors) == 1 and errors[0].endswith("connect: mtu: 100 is not in 576-9000 nor auto"), proc.stderr
     proc = connect(lab, remote_kubeconfig=lab["a"].kubeconfig, server_port=70000)
     assert proc.returncode != 0
     errors = _failures(proc)
