@@ -155,8 +155,9 @@ def connected_under_load(lab, figures: dict) -> None:
         figures[LOADED] = loaded["last kubectl apply -> both Connections Connected (s)"]
         figures["first kubectl apply -> both Connected, machine at load ~5 (s)"] = \
             loaded["first kubectl apply -> both Connected (s)"]
-        print(f"  the load: {LOAD_SPINNERS} spinning processes beside the lab; 1-minute load average "
-              f"{at_start:.1f} at the first apply, {load_average():.1f} at Connected", flush=True)
+        # the load the Connected figures were measured under, as report rows
+        figure(f"1-minute load average at the first apply ({LOAD_SPINNERS} spinners beside the lab)", at_start, "load")
+        figure("1-minute load average at both Connected", load_average(), "load")
     finally:
         for proc in spinners:
             proc.kill()

@@ -78,9 +78,9 @@ def normalize(entries, field: str = "pod_ports") -> List[str]:
     return out
 
 
-def _bridges(ipr) -> Dict[int, str]:
+def _bridges(links) -> Dict[int, str]:
     out = {}
-    for link in ipr.get_links():
+    for link in links:
         info = link.get_attr("IFLA_LINKINFO")
         if info is not None and info.get_attr("IFLA_INFO_KIND") == "bridge":
             out[link["index"]] = link.get_attr("IFLA_IFNAME")
@@ -121,11 +121,12 @@ def resolve(ipr, ips: List[str], check: bool = False) -> dict:
     """{"found": {ip: {port, port_index, mac, bridge, src}}, "pending": {ip: why}} for `ips`. A neighbour not known
     yet is asked for (NTF_USE) and waited for up to RESOLVE_WAIT, except in check mode (which writes nothing).
     An IP on no bridge subnet of this host is neither: nothing to do for it."""
-    bridges = _bridges(ipr)
+    links = ipr.get_links()   # one dump: the bridges and every port's name
+    bridges = _bridges(links)
     out = {"found": {}, "pending": {}}
     if not bridges:
         return out
-    names = {link["index"]: link.get_attr("IFLA_IFNAME") for link in ipr.get_links()}
+    names = {link["index"]: link.get_attr("IFLA_IFNAME") for link in links}
     for ip in ips:
         covering = _covering_bridges(ipr, ip, bridges)
         if not covering:
