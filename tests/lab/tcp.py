@@ -78,13 +78,18 @@ class Flow:
         """{sent, received (bytes), error (the source's, '' if none)}: a flow that lived throughout has no error and
         received == sent."""
         try:
-            self.source.stdin.close()
-            out, err = self.source.communicate(timeout=timeout)
+            try:
+                out, err = self.source.communicate(input="", timeout=timeout)   # stdin closed: the source ends
+            except subprocess.TimeoutExpired:
+                return {"sent": -1, "received": -1, "error": f"the source's send blocked for {timeout:g} s"}
             words = (out.strip().splitlines() or [""])[-1].split(" ", 2)
             sent = int(words[1]) if len(words) > 1 else 0
-            received = int(self.sink.stdout.readline().strip() or -1)
-            return {"sent": sent, "received": received,
-                    "error": "" if words[0] == "sent" else (words[2] if len(words) > 2 else err[-500:] or out)}
+            error = "" if words[0] == "sent" else (words[2] if len(words) > 2 else err[-500:] or out)
+            try:   # the sink prints its count at the flow's end (its FIN): none within `timeout`, the flow is dead
+                received = int(self.sink.communicate(timeout=timeout)[0].strip() or -1)
+            except subprocess.TimeoutExpired:
+                received, error = -1, error or f"the sink saw no end of the flow within {timeout:g} s"
+            return {"sent": sent, "received": received, "error": error}
         finally:
             self.kill()
 
