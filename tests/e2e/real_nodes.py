@@ -59,6 +59,17 @@ def residue(lab) -> dict:
     }
 
 
+def assert_no_residue(after: dict, before: dict) -> None:
+    """A real-node lab's zero-residue check once it is down: `after` its residue(), `before` the host's snapshot from
+    before it came up (SharedLab.before)."""
+    for key in ("processes", "mounts", "netns", "cgroups", "dirs"):
+        assert after[key] == [], (key, after[key])
+    for key in ("shim_sockets", "cni_cache", "container_logs"):
+        assert set(after[key]) <= set(before[key]), (key, sorted(set(after[key]) - set(before[key])))
+    assert set(after["pod_logs"]) <= set(before["pod_logs_host"]), \
+        sorted(set(after["pod_logs"]) - set(before["pod_logs_host"]))
+
+
 def new_lab() -> Lab:
     """The lab's shape, not yet up."""
     return Lab([{"name": "a"}, {"name": "b"}], pod_cidr="10.243.0.0/16", nodes=3, real_nodes=True)

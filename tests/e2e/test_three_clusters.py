@@ -21,7 +21,7 @@ import pytest
 from tests.conftest import require_root
 from tests.e2e import real_nodes
 from tests.e2e.fabric import wait_for
-from tests.e2e.real_nodes import kubectl, residue
+from tests.e2e.real_nodes import assert_no_residue, kubectl, residue
 from tests.lab import Lab, netns
 from tests.lab.tcp import Flow
 
@@ -185,9 +185,4 @@ def test_zero_residue_after_down(peered, held):
     lab, _ids = peered
     assert residue(lab)["processes"]  # sanity: the snapshot sees the lab while it runs
     held.down()
-    after = residue(lab)
-    for key in ("processes", "mounts", "netns", "cgroups", "dirs"):
-        assert after[key] == [], (key, after[key])
-    for key in ("shim_sockets", "cni_cache", "container_logs"):
-        assert set(after[key]) <= set(held.before[key]), (key, sorted(set(after[key]) - set(held.before[key])))
-    assert set(after["pod_logs"]) <= set(held.before["pod_logs_host"])
+    assert_no_residue(residue(lab), held.before)
