@@ -12,14 +12,16 @@ description:
   - Reads the cluster (Nodes, the gateways and their pods, Configurations, the network ConfigMap) and returns
     what M(liqo.fabric.overlay_dataplane) must apply on this host so that the pods of the cluster reach the
     remote clusters through the active gateway pod and back. Writes nothing in the API.
-  - O(side=node) (the node agent, host network) applies one overlay link from the node to the active gateway pod's IP,
-    the remote (remapped) CIDRs routed over it in table 18952 with their rules, and the masquerade bypass.
+  - O(side=node) (the node agent, host network) applies one overlay link from the node to the active pod's IP of
+    every gateway of the cluster, each gateway's remote (remapped) CIDRs routed over its own link in table 18952
+    with their rules, and the masquerade bypass. A cluster peered with several remotes has one gateway per peering.
   - O(side=gateway) (the gateway pod itself) applies one link to every node, each node's pod CIDR routed back over
     it, selected for what comes out of the tunnels (O(tunnel_interfaces)). The active pod and a warm standby
     (any live pod of the gateway) build it; the nodes' links point to the active pod only. Empty for a pod being
     deleted.
   - Internal addresses are computed, never recorded; a node's from its C(spec.podCIDR), the gateway's is the
-    first address of the internal CIDR.
+    first address of the internal CIDR. So is each link's VNI (4096 + the node's slot + 65536 * the gateway's
+    offset), the offset from the gateways of the namespace alone (0 for the oldest, the VNIs of a lone gateway).
 author: liqo.fabric developers (@liqo-fabric)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
@@ -92,8 +94,9 @@ host:
   returned: success
   type: dict
 gateway:
-  description: C(namespace/name) of the gateway the overlay leads to (null when there is none). Set while
-    RV(gateway_pod) is null (between two pods), when the node keeps its rules and blackholes the remote CIDRs.
+  description: C(namespace/name) of the gateway the overlay leads to (null when there is none); on a node, the
+    first of RV(gateways) with an active pod, else the first. Set while RV(gateway_pod) is null (between two
+    pods), when the node keeps its rules and blackholes the remote CIDRs.
   returned: success
   type: str
 gateway_pod:
@@ -105,6 +108,12 @@ remote_cidrs:
   returned: success
   type: list
   elements: str
+gateways:
+  description: Every gateway the overlay leads to, by namespace and name (C(gateway), C(pod), C(remote_cidrs),
+    C(vni_offset)); on a gateway pod, its own.
+  returned: success
+  type: list
+  elements: dict
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -151,7 +160,9 @@ def main():
 
     facts, host = with_kube(module, work, user_errors=(OverlayPlanError,))
     module.exit_json(changed=False, host=host, gateway=facts["gateway"], gateway_pod=facts["pod"],
-                     remote_cidrs=facts["remote_cidrs"])
+                     remote_cidrs=facts["remote_cidrs"],
+                     gateways=[{k: g[k] for k in ("gateway", "pod", "remote_cidrs", "vni_offset")}
+                               for g in facts["gateways"]])
 
 
 if __name__ == "__main__":

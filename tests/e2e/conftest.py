@@ -21,17 +21,17 @@ def pytest_collection_modifyitems(items):
     group's run."""
     plain = speed.switched_off()
     for item in items:
-        if plain and item.path.name in real_nodes.MODULES:
+        if plain and item.path.name in real_nodes.MODULES + real_nodes.LATER:
             item.add_marker(pytest.mark.skip(reason=f"{plain}: a kubelet-lab module; its fabric runs in the image's pods "
                                                     "(pinned ansible-core, speed paths on), as in the e2e group"))
-    order = {name: i for i, name in enumerate(real_nodes.MODULES)}
+    order = {name: i for i, name in enumerate(real_nodes.MODULES + real_nodes.LATER)}
     items.sort(key=lambda item: order.get(item.path.name, len(order)))  # stable: each module keeps its order
 
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: absent when the run has no workers
 def pytest_xdist_make_scheduler(config, log):
     """--dist loadfile with the kubelet-lab modules as one unit of work, so that one worker runs them back to back
-    on their shared lab."""
+    on their shared lab, then the real-node modules with a lab of their own (real_nodes.LATER)."""
     if config.getoption("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling  # pylint: disable=import-outside-toplevel
@@ -39,7 +39,7 @@ def pytest_xdist_make_scheduler(config, log):
     class SharedRealNodeLab(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
             path = super()._split_scope(nodeid)
-            return REAL_NODE_SCOPE if os.path.basename(path) in real_nodes.MODULES else path
+            return REAL_NODE_SCOPE if os.path.basename(path) in real_nodes.MODULES + real_nodes.LATER else path
 
     return SharedRealNodeLab(config, log)
 

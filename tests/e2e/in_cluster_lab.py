@@ -45,7 +45,7 @@ spec:
   remote:
     cidr:
       external: 10.70.0.0/16
-      pod: 10.243.0.0/16
+      pod: {remote_pod}
 """
 GATEWAY_SERVER = """
 apiVersion: networking.liqo.io/v1alpha1
@@ -154,10 +154,21 @@ def workload_pods(cluster) -> list:
             if p.status.phase == "Running" and p.status.pod_ip and p.metadata.deletion_timestamp is None]
 
 
+def shipped_pod_cidr() -> str:
+    """The pod CIDR deploy/ ships in its network ConfigMap."""
+    with open(os.path.join(DEPLOY, "controller", "network.yaml"), encoding="utf-8") as f:
+        return yaml.safe_load(f)["data"]["podCIDR"]
+
+
 def install(lab) -> None:
-    """`kubectl apply -k deploy/` on both clusters (and the workload), then everything of it running."""
+    """`kubectl apply -k deploy/` on every cluster (and the workload), then everything of it running. A cluster
+    whose pod CIDR is not the shipped one gets its own in the network ConfigMap (the edit docs/in-cluster.md asks
+    for)."""
     for c in lab.clusters.values():
         kubectl(c, "apply", "-k", DEPLOY, timeout=120)
+        if c.pod_cidr != shipped_pod_cidr():
+            kubectl(c, "patch", "configmap", "-n", "liqo", "liqo-fabric-network", "--type", "merge", "-p",
+                    json.dumps({"data": {"podCIDR": c.pod_cidr}}))
         kubectl(c, "apply", "-f", "-", input=workload(len(c.nodes)))
     for c in lab.clusters.values():
         wait_for(lambda c=c: len(ready_pods(c, "liqo-fabric-controller")) == 2, timeout=180,
@@ -173,21 +184,37 @@ def connected_connections(cluster) -> list:
 def connect(lab, figures: dict | None = None) -> dict:
     """The seeds' "manual on single cluster" flow with kubectl alone: b is the server, a the client. Until both
     Connections are Connected."""
+    return connect_pair(lab, "a", "b", "dry-paper", "crimson-field", figures)
+
+
+def connection_to(cluster, remote_id: str) -> dict:
+    """The cluster's Connection of the peering with `remote_id` ({} if none)."""
+    return next((x for x in get_json(cluster, "connections")["items"]
+                 if (x["metadata"].get("labels") or {}).get("liqo.io/remote-cluster-id") == remote_id), {})
+
+
+def connect_pair(lab, client: str, server: str, client_conf: str, server_conf: str, figures: dict | None = None) -> dict:
+    """One peering by the seeds' "manual on single cluster" flow with kubectl alone: cluster `server` runs the
+    GatewayServer `server`, cluster `client` the GatewayClient `client`; each has the Configuration of the other
+    (`client_conf` in the client, `server_conf` in the server) and its PublicKey `from-<other cluster>`. Until the
+    Connections of this peering are Connected on both sides (a cluster peered elsewhere too has others)."""
     figures = {} if figures is None else figures
-    a, b = lab["a"], lab["b"]
-    ids = {"a": cluster_id(a), "b": cluster_id(b)}
+    a, b = lab[client], lab[server]
+    ids = {client: cluster_id(a), server: cluster_id(b)}
     t0 = time.monotonic()
     # each cluster gets the Configuration of the other (what `liqoctl generate configuration` prints there)
-    kubectl(a, "apply", "-f", "-", input=CONFIGURATION.format(remote_id=ids["b"], name="dry-paper"))
-    kubectl(b, "apply", "-f", "-", input=CONFIGURATION.format(remote_id=ids["a"], name="crimson-field"))
-    for c, name in ((a, "dry-paper"), (b, "crimson-field")):
+    kubectl(a, "apply", "-f", "-", input=CONFIGURATION.format(remote_id=ids[server], name=client_conf,
+                                                              remote_pod=b.pod_cidr))
+    kubectl(b, "apply", "-f", "-", input=CONFIGURATION.format(remote_id=ids[client], name=server_conf,
+                                                              remote_pod=a.pod_cidr))
+    for c, name in ((a, client_conf), (b, server_conf)):
         wait_for(lambda c=c, name=name: ((get_json(c, "configurations", name).get("status") or {}).get("remote") or {})
                  .get("cidr", {}).get("pod"), timeout=60, what=f"{c.name}: status.remote.cidr.pod")
-    kubectl(b, "apply", "-f", "-", input=GATEWAY_SERVER.format(remote_id=ids["a"]))
+    kubectl(b, "apply", "-f", "-", input=GATEWAY_SERVER.format(remote_id=ids[client]))
     endpoint = wait_for(lambda: ((get_json(b, "gatewayserver", "server").get("status") or {}).get("endpoint") or {})
                         if ((get_json(b, "gatewayserver", "server").get("status") or {}).get("endpoint") or {})
                         .get("addresses") else None, timeout=120, what="the GatewayServer's status.endpoint")
-    kubectl(a, "apply", "-f", "-", input=GATEWAY_CLIENT.format(remote_id=ids["b"], address=endpoint["addresses"][0],
+    kubectl(a, "apply", "-f", "-", input=GATEWAY_CLIENT.format(remote_id=ids[server], address=endpoint["addresses"][0],
                                                                port=endpoint["port"]))
     # the public keys: read on one side (the gateway's key Secret), applied as a PublicKey on the other
     for c, other, secret in ((b, a, "wg-server-server"), (a, b, "wg-client-client")):
@@ -196,11 +223,22 @@ def connect(lab, figures: dict | None = None) -> dict:
         kubectl(other, "apply", "-f", "-", input=PUBLIC_KEY.format(remote_id=ids[c.name], name=f"from-{c.name}",
                                                                    key=base64.b64decode(key).decode()))
     applied = time.monotonic()
-    for c in (a, b):
-        wait_for(lambda c=c: connected_connections(c), timeout=120, what=f"{c.name}: Connection Connected")
+    for c, other in ((a, server), (b, client)):
+        wait_for(lambda c=c, other=other: (connection_to(c, ids[other]).get("status") or {}).get("value") == "Connected",
+                 timeout=120, what=f"{c.name}: Connection Connected")
     figures["last kubectl apply -> both Connections Connected (s)"] = round(time.monotonic() - applied, 1)
     figures["first kubectl apply -> both Connected (s)"] = round(time.monotonic() - t0, 1)
     return {"ids": ids, "endpoint": endpoint}
+
+
+def disconnect_pair(lab, client: str, server: str, client_conf: str, server_conf: str) -> None:
+    """A peering made by connect_pair removed with kubectl alone: its gateway, PublicKey and Configuration deleted
+    on both sides (the controllers' finalizers take the gateways' Deployments and Services with them)."""
+    for c, kind, gw, other, conf in ((lab[client], "gatewayclient", "client", server, client_conf),
+                                     (lab[server], "gatewayserver", "server", client, server_conf)):
+        kubectl(c, "delete", kind, gw, "--wait=false")
+        kubectl(c, "delete", "publickeies.networking.liqo.io", f"from-{other}", "--wait=false")
+        kubectl(c, "delete", "configuration", conf, "--wait=false")
 
 
 def active_gateway(cluster, name: str, timeout: float = 60):
@@ -495,21 +533,24 @@ def wait_or_dump(clusters, *args, ping: str = "", **kw):
         raise
 
 
-def probe_every_pod_pair(lab, figures: dict | None = None) -> int:
-    """Every workload pod of a to every workload pod of b at its remapped address and back: ICMP, 1,400-byte
-    ICMP, TCP with a 1,400-byte body, and the server seeing the client's remapped address (host bits kept).
-    Asserted per pair; returns the number of pairs checked."""
+def probe_every_pod_pair(lab, figures: dict | None = None, pair: tuple = ("a", "b"),
+                         confs: tuple = ("dry-paper", "crimson-field")) -> int:
+    """Every workload pod of `pair[0]` to every workload pod of `pair[1]` at its remapped address and back: ICMP,
+    1,400-byte ICMP, TCP with a 1,400-byte body, and the server seeing the client's remapped address (host bits
+    kept). `confs`: each side's Configuration of the other. Asserted per pair; returns the number of pairs
+    checked."""
     figures = {} if figures is None else figures
-    a, b = lab["a"], lab["b"]
+    a, b = lab[pair[0]], lab[pair[1]]
     for c in (a, b):
         wait_for(lambda c=c: len(workload_pods(c)) == len(c.nodes), timeout=120, what=f"{c.name}: a workload pod per node")
     # what each cluster calls the other's pods (its Configuration's status)
-    view = {"a": get_json(a, "configurations", "dry-paper")["status"]["remote"]["cidr"]["pod"][0],
-            "b": get_json(b, "configurations", "crimson-field")["status"]["remote"]["cidr"]["pod"][0]}
+    view = {a.name: get_json(a, "configurations", confs[0])["status"]["remote"]["cidr"]["pod"][0],
+            b.name: get_json(b, "configurations", confs[1])["status"]["remote"]["cidr"]["pod"][0]}
     pods_of = {c.name: {p.metadata.name: (p.status.pod_ip, p.spec.node_name) for p in workload_pods(c)} for c in (a, b)}
-    assert sorted(where for _ip, where in pods_of["a"].values()) == sorted(n.name for n in a.nodes)
+    assert sorted(where for _ip, where in pods_of[a.name].values()) == sorted(n.name for n in a.nodes)
     t0 = time.monotonic()
-    first_src, first_dst = next(iter(pods_of["a"])), remapped(next(iter(pods_of["b"].values()))[0], view["a"])
+    first_src = next(iter(pods_of[a.name]))
+    first_dst = remapped(next(iter(pods_of[b.name].values()))[0], view[a.name], b.pod_cidr)
     wait_or_dump((a, b), lambda: probe_from(a, first_src, [first_dst]).get(first_dst, {}).get("icmp") == "ok",
                  timeout=120, interval=2, what="the first pod-to-pod ping across the clusters", ping=first_dst)
     figures["Connected -> first cross-cluster pod ping ok (s)"] = round(time.monotonic() - t0, 1)
@@ -527,9 +568,9 @@ def probe_every_pod_pair(lab, figures: dict | None = None) -> int:
         1 for src, dst in ((a, b), (b, a)) for s_ip, _w in pods_of[src.name].values()
         for d_ip, _w2 in pods_of[dst.name].values() if d_ip in gw_ips[src.name] or s_ip in gw_ips[dst.name])
     for src, dst in ((a, b), (b, a)):
-        targets = {remapped(ip, view[src.name]): (name, ip) for name, (ip, _where) in pods_of[dst.name].items()}
+        targets = {remapped(ip, view[src.name], dst.pod_cidr): (name, ip) for name, (ip, _where) in pods_of[dst.name].items()}
         for pod, (ip, node) in pods_of[src.name].items():
-            seen_as = remapped(ip, view[dst.name])   # the client as the server's cluster calls it
+            seen_as = remapped(ip, view[dst.name], src.pod_cidr)   # the client as the server's cluster calls it
             res = probe_from(src, pod, sorted(targets))
             # a pair that fails is probed again for up to 30 s (counted): a loaded 2-vCPU machine loses a probe
             # now and then; a broken path stays broken and fails below with the state of both ends

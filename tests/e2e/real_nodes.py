@@ -18,6 +18,9 @@ from tests.lab.imagestore import seed_root
 
 # the modules that share the lab, in the order they run: test_real_lab's last tests take the lab down
 MODULES = ("test_in_cluster.py", "test_real_lab.py")
+# real-node modules with a lab of their own, run on the same worker right after MODULES, once the shared lab is down
+# (real-node labs come up one at a time per host: another worker would wait idle for the lock)
+LATER = ("test_three_clusters.py",)
 
 
 def kubectl_binary() -> str:
@@ -56,6 +59,17 @@ def residue(lab) -> dict:
     }
 
 
+def assert_no_residue(after: dict, before: dict) -> None:
+    """A real-node lab's zero-residue check once it is down: `after` its residue(), `before` the host's snapshot from
+    before it came up (SharedLab.before)."""
+    for key in ("processes", "mounts", "netns", "cgroups", "dirs"):
+        assert after[key] == [], (key, after[key])
+    for key in ("shim_sockets", "cni_cache", "container_logs"):
+        assert set(after[key]) <= set(before[key]), (key, sorted(set(after[key]) - set(before[key])))
+    assert set(after["pod_logs"]) <= set(before["pod_logs_host"]), \
+        sorted(set(after["pod_logs"]) - set(before["pod_logs_host"]))
+
+
 def new_lab() -> Lab:
     """The lab's shape, not yet up."""
     return Lab([{"name": "a"}, {"name": "b"}], pod_cidr="10.243.0.0/16", nodes=3, real_nodes=True)
@@ -88,13 +102,14 @@ class SharedLab:
     """The one lab of a worker's kubelet-lab modules: made by the first that asks, taken down after the last.
     `before` is the host's residue snapshot taken before the lab came up (what its zero-residue check compares)."""
 
-    def __init__(self):
+    def __init__(self, shape=None):
+        self.shape = shape or new_lab   # what get() brings up
         self.lab: Lab | None = None
         self.before: dict = {}
 
     def get(self) -> Lab:
         if self.lab is None:
-            lab = new_lab()
+            lab = self.shape()
             self.before = {**residue(lab), "pod_logs_host": _entries("/var/log/pods")}
             self.lab = bring_up(lab)
         return self.lab

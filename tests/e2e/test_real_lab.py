@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from tests.e2e.fabric import wait_for
-from tests.e2e.real_nodes import kubectl, residue
+from tests.e2e.real_nodes import assert_no_residue, kubectl, residue
 from tests.lab import cleanup, netns
 from tests.lab.images import fabric_image, tiny_image
 
@@ -196,12 +196,7 @@ def test_zero_residue_after_down(real_lab, real_node_lab):
     before = real_node_lab.before
     assert residue(real_lab)["processes"]  # sanity: the snapshot sees the lab while it runs
     real_node_lab.down()
-    after = residue(real_lab)
-    for key in ("processes", "mounts", "netns", "cgroups", "dirs"):
-        assert after[key] == [], (key, after[key])
-    for key in ("shim_sockets", "cni_cache", "container_logs"):
-        assert set(after[key]) <= set(before[key]), (key, sorted(set(after[key]) - set(before[key])))
-    assert set(after["pod_logs"]) <= set(before["pod_logs_host"])
+    assert_no_residue(residue(real_lab), before)
 
 
 VICTIM = """

@@ -40,3 +40,61 @@ def transfer(src_ns: str, dst_ns: str, address: str, port: int, size: int, timeo
     finally:
         sink.kill()
         sink.wait()
+
+
+STREAM = r"""
+import select, socket, sys
+c = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=10)
+print("connected", flush=True)
+sent, chunk = 0, b"x" * 1024
+try:
+    while not select.select([sys.stdin], [], [], float(sys.argv[3]))[0]:   # until stdin closes
+        c.sendall(chunk)   # blocked 10 s (the socket's timeout): the flow is dead
+        sent += len(chunk)
+    c.shutdown(socket.SHUT_WR)
+    print("sent", sent, flush=True)
+except OSError as e:
+    print("error", sent, e, flush=True)
+"""
+
+
+class Flow:
+    """One long-lived TCP connection, 1 KiB every `interval` s, from one network namespace to `address`:`port`
+    served by a sink in another, each entered through an argv prefix (`ip netns exec NS`, `nsenter -t PID -n`)
+    while something happens. stop() ends it cleanly and says whether it lived throughout."""
+
+    def __init__(self, src_enter: list, dst_enter: list, address: str, port: int, interval: float = 0.05):
+        self.sink = subprocess.Popen(dst_enter + [sys.executable, "-c", SINK, str(port)], stdout=subprocess.PIPE,
+                                     text=True)
+        assert self.sink.stdout.readline().strip() == "ready"
+        self.source = subprocess.Popen(src_enter + [sys.executable, "-c", STREAM, address, str(port), str(interval)],
+                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.source.stdout.readline().strip()
+        if line != "connected":
+            self.kill()
+            raise AssertionError(f"flow to {address}:{port}: not connected: {line} {self.source.stderr.read()[-500:]}")
+
+    def stop(self, timeout: float = 30) -> dict:
+        """{sent, received (bytes), error (the source's, '' if none)}: a flow that lived throughout has no error and
+        received == sent."""
+        try:
+            try:
+                out, err = self.source.communicate(input="", timeout=timeout)   # stdin closed: the source ends
+            except subprocess.TimeoutExpired:
+                return {"sent": -1, "received": -1, "error": f"the source's send blocked for {timeout:g} s"}
+            words = (out.strip().splitlines() or [""])[-1].split(" ", 2)
+            sent = int(words[1]) if len(words) > 1 else 0
+            error = "" if words[0] == "sent" else (words[2] if len(words) > 2 else err[-500:] or out)
+            try:   # the sink prints its count at the flow's end (its FIN): none within `timeout`, the flow is dead
+                received = int(self.sink.communicate(timeout=timeout)[0].strip() or -1)
+            except subprocess.TimeoutExpired:
+                received, error = -1, error or f"the sink saw no end of the flow within {timeout:g} s"
+            return {"sent": sent, "received": received, "error": error}
+        finally:
+            self.kill()
+
+    def kill(self) -> None:
+        for p in (self.source, self.sink):
+            if p.poll() is None:
+                p.kill()
+            p.wait()

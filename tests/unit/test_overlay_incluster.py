@@ -141,3 +141,101 @@ def test_bad_pod_ports_are_refused_before_the_kernel(ports, msg):
     with pytest.raises(od.ValidationError) as e:
         od.validate({"pod_ports": ports}, 18952, "present")
     assert str(e.value) == msg
+
+
+def gateway(name, created, kind="GatewayClient", deleting=False, remote_id=None):
+    meta = {"namespace": "default", "name": name, "creationTimestamp": created,
+            "labels": {oi.REMOTE_CLUSTER_ID_LABEL: remote_id or f"id-{name}"}}
+    if deleting:
+        meta["deletionTimestamp"] = created
+    return {"kind": kind, "metadata": meta, "spec": {"mtu": 1340}}
+
+
+def test_vni_offsets_a_lone_gateway_keeps_its_vnis_and_others_come_and_go_without_moving_it():
+    first = gateway("client", "2026-01-01T00:00:00Z")
+    later = [gateway(f"gw-{i}", f"2026-01-02T00:00:{i:02d}Z") for i in range(20)]
+    assert oi.vni_offsets([first]) == {"client": 0}
+    offsets = oi.vni_offsets([first] + later)
+    assert offsets["client"] == 0 and len(set(offsets.values())) == 21
+    assert all(0 < o < oi.VNI_OFFSETS for o in offsets.values() if o)
+    # one of the later ones removed (or being deleted): nobody else moves
+    assert oi.vni_offsets([first] + later[:5] + later[6:]) == {k: v for k, v in offsets.items() if k != "gw-5"}
+    assert oi.vni_offsets([first] + later[:5] + [gateway("gw-5", "2026-01-02T00:00:05Z", deleting=True)]
+                          + later[6:]) == {k: v for k, v in offsets.items() if k != "gw-5"}
+    # a GatewayServer beside (created earlier in the same second): the name breaks the tie, the same on every side
+    server = gateway("a-server", "2026-01-01T00:00:00Z", kind="GatewayServer")
+    assert oi.vni_offsets([first, server]) == oi.vni_offsets([server, first]) == {
+        "a-server": 0, "client": oi.vni_offsets([server, first])["client"]}
+    assert oi.link_vni(2) == 4098 and oi.link_vni(65534, 254) == 4096 + 65534 + 254 * 65536
+    with pytest.raises(oi.OverlayPlanError, match="vni: "):
+        oi.link_vni(70000, 1)
+
+
+class TwoGateways:
+    """The API a node agent and the gateway pods read: two GatewayClients of one namespace towards two remotes,
+    their active pods on node 0, each remote's Configuration with its remapped pod CIDR."""
+
+    def __init__(self, pods=True):
+        self.gws = [gateway("client", "2026-01-01T00:00:00Z", remote_id="b"),
+                    gateway("client-c", "2026-01-02T00:00:00Z", remote_id="c")]
+        self.pods = {"client": [pod("gw-client-x", ip="10.243.0.5")] if pods else [],
+                     "client-c": [pod("gw-client-c-x", ip="10.243.0.6")]}
+        self.confs = [{"metadata": {"labels": {oi.REMOTE_CLUSTER_ID_LABEL: rid}},
+                       "status": {"remote": {"cidr": {"pod": [cidr]}}}} for rid, cidr in (("b", "10.71.0.0/16"),
+                                                                                          ("c", "10.72.0.0/16"))]
+
+    def list(self, kind, namespace=None, selector=None):
+        if kind == "Pod":
+            return self.pods[selector.rsplit("=", 1)[1]]
+        return {"GatewayClient": self.gws, "Configuration": self.confs}.get(kind, [])
+
+    def get(self, kind, namespace, name):
+        if kind == "ConfigMap":
+            return {"data": {"podCIDR": "10.243.0.0/16", "internalCIDR": "10.80.0.0/16"}}
+        return next((g for g in self.gws if g["metadata"]["name"] == name), None)
+
+
+def test_a_node_routes_every_gateways_remote_cidrs_over_its_own_link_and_both_ends_agree():
+    kube = TwoGateways()
+    facts = oi.gather(kube)
+    assert [g["gateway"] for g in facts["gateways"]] == ["default/client", "default/client-c"]
+    for n in NODES:
+        mine = oi.plan_node(n, facts)
+        od.validate(mine, 18952, "present")
+        links = {ln["name"]: ln for ln in mine["links"]}
+        assert len(links) == 2 and len({ln["vni"] for ln in links.values()}) == 2
+        for name, cidr, ip in (("client", "10.71.0.0/16", "10.243.0.5"), ("client-c", "10.72.0.0/16", "10.243.0.6")):
+            dev = oi.node_link_name(f"default/{name}")
+            assert links[dev]["remotes"] == [ip]
+            assert {"dst": cidr, "via": "10.80.0.1", "dev": dev, "onlink": True, "src": n["spec"]["podCIDR"][:-4] + "1"} \
+                in mine["routes"]
+            assert {"priority": 1900, "to": cidr, "table": 18952} in mine["rules"]
+            assert {"saddr": "10.243.0.0/16", "daddr": cidr} in mine["bypass"]
+            # the gateway pod's end of the same link: the same VNI
+            own = oi.gather(kube, {"kind": "GatewayClient", "namespace": "default", "name": name})
+            pod_plan = oi.plan_gateway(NODES, own, own["pod"]["name"], ["lwg1"])
+            other = next(ln for ln in pod_plan["links"] if ln["remotes"] == [n["status"]["addresses"][0]["address"]])
+            assert other["vni"] == links[dev]["vni"] and other["local"] == ip
+        # the lone gateway's VNIs are those it had alone
+        assert links[oi.node_link_name("default/client")]["vni"] == oi.VNI_BASE + oi.node_slot(n, "10.80.0.0/16")[0]
+    here = oi.plan_node(NODES[0], facts)
+    assert here["pod_ports"] == [{"ip": "10.243.0.5"}, {"ip": "10.243.0.6"}]
+    assert [r["to"] for r in here["rules"][:2]] == ["10.243.0.5/32", "10.243.0.6/32"]
+    # one gateway gone (its CR deleted): the other's link, routes and rules exactly as they were
+    alone = TwoGateways()
+    alone.gws = alone.gws[:1]
+    kept = oi.plan_node(NODES[1], oi.gather(alone))
+    both = oi.plan_node(NODES[1], facts)
+    dev = oi.node_link_name("default/client")
+    assert kept["links"] == [ln for ln in both["links"] if ln["name"] == dev]
+    assert kept["routes"] == [r for r in both["routes"] if r.get("dev") == dev]
+    assert kept["rules"] == [r for r in both["rules"] if r["to"] != "10.72.0.0/16"]
+
+
+def test_a_gateway_between_two_pods_blackholes_its_own_cidrs_only():
+    facts = oi.gather(TwoGateways(pods=False))
+    plan = oi.plan_node(NODES[1], facts)
+    od.validate(plan, 18952, "present")
+    assert {"dst": "10.71.0.0/16", "type": "blackhole"} in plan["routes"]
+    assert [ln["remotes"] for ln in plan["links"]] == [["10.243.0.6"]]
+    assert {"dst": "10.80.0.1/32", "dev": oi.node_link_name("default/client-c"), "scope": "link"} in plan["routes"]

@@ -13,7 +13,8 @@ the API, so every party computes the same addresses from what it reads:
   unique as long as the pod CIDRs are; the gateway pod's internal address is the first of the internal CIDR
   (the `internalEndpoint` its gateway publishes);
 - the link between a node and the gateway pod is `lovg<hash(gateway)>` on the node and `lovn<hash(node)>` in
-  the pod, VNI 4096 + the node's slot;
+  the pod, VNI 4096 + the node's slot + 65536 * the gateway's offset (0 for a cluster's lone gateway; a node has
+  a link to every gateway, and VXLAN tells the links of one port apart by VNI only: `vni_offsets`);
 - a node: table 18952 sends the remote (remapped) CIDRs to the gateway's internal address over its link,
   rules `to <remote CIDR>` select it, and the masquerade bypass keeps the pods' sources; the gateway pod's own
   node is a node like the others, so both directions of its pods' traffic go through the overlay (symmetric);
@@ -47,6 +48,9 @@ INTERNAL_RULE_PRIORITY = 1650
 TUNNEL_RULE_PRIORITY = 1700
 NODE_RULE_PRIORITY = 1900
 VNI_BASE = 4096
+VNI_BAND = 1 << 16   # a gateway's VNIs: VNI_BASE + slot + its offset * VNI_BAND
+VNI_OFFSETS = 255
+VNI_MAX = (1 << 24) - 1
 DEFAULT_MTU = 1340  # the tunnel's (a gateway without spec.mtu)
 
 
@@ -115,10 +119,71 @@ def active_pod(pods):
     return live[0] if live else None
 
 
+def _created(gw):
+    return (gw["metadata"].get("creationTimestamp") or "", gw["metadata"]["name"], gw.get("kind") or "")
+
+
+def vni_offsets(namespace_gateways):
+    """{name: offset} of the live gateways of one namespace (GatewayServer and GatewayClient objects, not being
+    deleted). A node holds one link per gateway, and VXLAN tells the links of one UDP port apart by their VNI
+    alone: each gateway's links take VNI_BASE + the node's slot + its offset * VNI_BAND. The oldest gateway
+    (creationTimestamp, then name) has offset 0, the VNIs of a lone gateway; every later one 1 + a hash of its name
+    (mod VNI_OFFSETS - 1), the next free one on a clash with an older gateway. Computed from the namespace's
+    gateways alone, which both ends of a link read: adding a gateway, or removing one that is not the oldest,
+    changes no other gateway's offset (unless two hashes clashed)."""
+    live = sorted((g for g in namespace_gateways if not g["metadata"].get("deletionTimestamp")), key=_created)
+    offsets, taken = {}, set()
+    for i, gw in enumerate(live):
+        name = gw["metadata"]["name"]
+        if name in offsets:
+            continue   # a GatewayServer and a GatewayClient of one name: one Deployment, one set of links
+        offset = 0 if i == 0 else 1 + int(_short("vni:" + name), 16) % (VNI_OFFSETS - 1)
+        while offset in taken:
+            offset = 1 + offset % (VNI_OFFSETS - 1)
+        offsets[name] = offset
+        taken.add(offset)
+    return offsets
+
+
+def link_vni(slot, offset=0):
+    """The VNI of the link between a node (its slot) and a gateway pod (the gateway's offset)."""
+    vni = VNI_BASE + slot + offset * VNI_BAND
+    if offset and slot >= VNI_BAND or vni > VNI_MAX:
+        raise OverlayPlanError("vni: %d (slot %d, gateway offset %d) is above %d: the internal CIDR has too many "
+                               "slots for several gateways" % (vni, slot, offset, VNI_MAX))
+    return vni
+
+
+def _remote_cidrs(kube, gw):
+    remote_id = (gw["obj"]["metadata"].get("labels") or {}).get(REMOTE_CLUSTER_ID_LABEL)
+    remote = []
+    for conf in kube.list("Configuration", gw["namespace"]):
+        if (conf["metadata"].get("labels") or {}).get(REMOTE_CLUSTER_ID_LABEL) == remote_id:
+            cidr = (((conf.get("status") or {}).get("remote") or {}).get("cidr") or {}).get("pod")
+            remote += cidr if isinstance(cidr, list) else [cidr] if cidr else []
+    return sorted(set(remote), key=lambda c: ipaddress.ip_network(c, strict=False))
+
+
+def _gateway_facts(kube, gw, offsets, own_pods):
+    """One gateway's part of the facts: its active pod, the remote CIDRs it leads to, its MTU and VNI offset."""
+    pods = kube.list("Pod", gw["namespace"], "%s=gateway,%s=%s" % (GATEWAY_COMPONENT_LABEL, GATEWAY_NAME_LABEL, gw["name"]))
+    pod = active_pod(pods)
+    return {"gateway": "%s/%s" % (gw["namespace"], gw["name"]), "gateway_kind": gw["kind"],
+            "pod": {"name": pod["metadata"]["name"], "ip": pod["status"]["podIP"], "node": pod["spec"].get("nodeName")}
+            if pod else None,
+            # a gateway pod's view: every live pod of its gateway, so a warm standby builds its own end too
+            "pods": {p["metadata"]["name"]: p["status"]["podIP"] for p in _live(pods)} if own_pods else {},
+            "remote_cidrs": _remote_cidrs(kube, gw),
+            # None: the gateway's spec.mtu is refused (InvalidMTU): it runs on as last built, and so do the links
+            "mtu": gateway_mtu(gw["obj"]),
+            "vni_offset": offsets.get(gw["name"], 0)}
+
+
 def gather(kube, gateway=None):
-    """What a plan needs from the API: the gateway ({kind, namespace, name, key}) with its active pod (or None),
-    the remote CIDRs it leads to, the network ConfigMap. `gateway`: the one of a gateway pod; None (a node
-    agent): the cluster's gateway (the first one, by namespace and name, with a running pod)."""
+    """What a plan needs from the API: the network ConfigMap and, per gateway ({kind, namespace, name}), its
+    active pod (or None), the remote CIDRs it leads to, its MTU and VNI offset. `gateway`: the one of a gateway
+    pod (its facts at the top level); None (a node agent): every gateway of the cluster not being deleted, in
+    `gateways` (by namespace and name), the first with an active pod at the top level (else the first)."""
     if gateway:
         found = [dict(gateway, obj=kube.get(gateway["kind"], gateway["namespace"], gateway["name"]))]
     else:
@@ -126,34 +191,20 @@ def gather(kube, gateway=None):
                  for kind in GATEWAY_KINDS for g in kube.list(kind)]
     found = [g for g in found if g["obj"] and not g["obj"]["metadata"].get("deletionTimestamp")]
     found.sort(key=lambda g: (g["namespace"], g["name"], g["kind"]))
-    chosen, pod, pods = None, None, []
-    for g in found:
-        pods = kube.list("Pod", g["namespace"], "%s=gateway,%s=%s" % (GATEWAY_COMPONENT_LABEL, GATEWAY_NAME_LABEL, g["name"]))
-        pod = active_pod(pods)
-        if pod:
-            chosen = g
-            break
-    if not chosen and found:
-        chosen = found[0]   # between two pods: its remote CIDRs stay held (plan_node)
-    remote = []
-    if chosen:
-        remote_id = (chosen["obj"]["metadata"].get("labels") or {}).get(REMOTE_CLUSTER_ID_LABEL)
-        for conf in kube.list("Configuration", chosen["namespace"]):
-            if (conf["metadata"].get("labels") or {}).get(REMOTE_CLUSTER_ID_LABEL) == remote_id:
-                cidr = (((conf.get("status") or {}).get("remote") or {}).get("cidr") or {}).get("pod")
-                remote += cidr if isinstance(cidr, list) else [cidr] if cidr else []
+    offsets = {}
+    for ns in sorted({g["namespace"] for g in found}):
+        if gateway:
+            in_ns = [dict(g, kind=g.get("kind") or k) for k in GATEWAY_KINDS for g in kube.list(k, ns)]
+        else:
+            in_ns = [dict(g["obj"], kind=g["kind"]) for g in found if g["namespace"] == ns]
+        offsets[ns] = vni_offsets(in_ns)
+    gateways = [_gateway_facts(kube, g, offsets[g["namespace"]], bool(gateway)) for g in found]
     net = (kube.get("ConfigMap", "liqo", "liqo-fabric-network") or {}).get("data") or {}
-    return {"gateway": "%s/%s" % (chosen["namespace"], chosen["name"]) if chosen else None,
-            "gateway_kind": chosen["kind"] if chosen else None,
-            "pod": {"name": pod["metadata"]["name"], "ip": pod["status"]["podIP"], "node": pod["spec"].get("nodeName")}
-            if pod else None,
-            # a gateway pod's view: every live pod of its gateway, so a warm standby builds its own end too
-            "pods": {p["metadata"]["name"]: p["status"]["podIP"] for p in _live(pods)} if gateway and chosen else {},
-            "remote_cidrs": sorted(set(remote), key=lambda c: ipaddress.ip_network(c, strict=False)),
-            # None: the gateway's spec.mtu is refused (InvalidMTU): it runs on as last built, and so do the links
-            "mtu": gateway_mtu(chosen["obj"]) if chosen else DEFAULT_MTU,
-            "internal_cidr": net.get("internalCIDR") or "10.80.0.0/16",
-            "local_pod_cidrs": [c.strip() for c in (net.get("podCIDR") or "").split(",") if c.strip()]}
+    top = next((g for g in gateways if g["pod"]), gateways[0] if gateways else None) or {
+        "gateway": None, "gateway_kind": None, "pod": None, "pods": {}, "remote_cidrs": [], "mtu": DEFAULT_MTU,
+        "vni_offset": 0}
+    return dict(top, gateways=gateways, internal_cidr=net.get("internalCIDR") or "10.80.0.0/16",
+                local_pod_cidrs=[c.strip() for c in (net.get("podCIDR") or "").split(",") if c.strip()])
 
 
 def link_mtu(mtu, facts):
@@ -170,38 +221,53 @@ def _link(name, vni, remote, local, address, link_type, mtu):
 
 
 def plan_node(node, facts, link_type="vxlan", mtu=None, masquerade_bypass=True, pod_port_route=True):
-    """The overlay of one node towards the active gateway pod ({} parts when there is no gateway or no remote
-    CIDR: all removed). A gateway between two pods (the active one gone, the next not yet up) keeps its rules
+    """The overlay of one node towards the active pod of every gateway in `facts["gateways"]` (facts without
+    `gateways`: the one gateway at their top level); {} parts when there is no gateway or no remote CIDR: all
+    removed. Each gateway has its own link (`lovg<hash>`, VNI offset by the gateway's) and table 18952 sends its
+    remote CIDRs over it; a remote CIDR already led to by a gateway before it (namespace, name) is left to that
+    one. A gateway between two pods (the active one gone, the next not yet up) keeps its rules
     and bypass with blackhole routes: packets for the remote CIDRs are dropped instead of leaving by the node's
     default route, where the masquerade would rewrite them and conntrack would keep that for as long as the flow
     lives: a flow started before a takeover would never recover.
-    `mtu` None: the tunnel's (see the module docstring). `pod_port_route`: on the active gateway pod's node, reach
+    `mtu` None: the tunnel's (see the module docstring). `pod_port_route`: on an active gateway pod's node, reach
     that pod over its own bridge port (`pod_ports` and its rule)."""
     host = {"links": [], "routes": [], "rules": [], "bypass": []}
-    mtu = link_mtu(mtu, facts)
     slot = node_slot(node, facts["internal_cidr"])
-    if not facts["gateway"] or not facts["remote_cidrs"] or slot is None:
-        return host
-    host["rules"] = [{"priority": INTERNAL_RULE_PRIORITY, "to": facts["internal_cidr"], "table": TABLE}] + [
-        {"priority": NODE_RULE_PRIORITY, "to": cidr, "table": TABLE} for cidr in facts["remote_cidrs"]]
-    if masquerade_bypass:
-        host["bypass"] = [{"saddr": p, "daddr": c} for p in facts["local_pod_cidrs"] for c in facts["remote_cidrs"]]
-    if not facts["pod"]:
-        host["routes"] = [{"dst": cidr, "type": "blackhole"} for cidr in facts["remote_cidrs"]]
+    gateways = facts["gateways"] if "gateways" in facts else [facts]
+    gateways = [g for g in gateways if g.get("gateway") and g.get("remote_cidrs")]
+    if not gateways or slot is None:
         return host
     gw_ip = gateway_internal_ip(facts["internal_cidr"])
-    dev = node_link_name(facts["gateway"])
-    host["links"] = [_link(dev, VNI_BASE + slot[0], facts["pod"]["ip"], _underlay(node), slot[1], link_type, mtu)]
     src = _pod_gateway_address(node)
-    host["routes"] = [{"dst": "%s/32" % gw_ip, "dev": dev, "scope": "link"}]
-    for cidr in facts["remote_cidrs"]:
-        route = {"dst": cidr, "via": gw_ip, "dev": dev, "onlink": True}
-        if src:
-            route["src"] = src
-        host["routes"].append(route)
-    if pod_port_route and facts["pod"].get("node") == node["metadata"]["name"]:
-        host["pod_ports"] = [{"ip": facts["pod"]["ip"]}]
-        host["rules"].insert(0, {"priority": POD_PORT_RULE_PRIORITY, "to": "%s/32" % facts["pod"]["ip"], "table": TABLE})
+    seen, ports = set(), []
+    host["rules"] = [{"priority": INTERNAL_RULE_PRIORITY, "to": facts["internal_cidr"], "table": TABLE}]
+    for gw in gateways:
+        cidrs = [c for c in gw["remote_cidrs"] if c not in seen]
+        seen.update(cidrs)
+        host["rules"] += [{"priority": NODE_RULE_PRIORITY, "to": cidr, "table": TABLE} for cidr in cidrs]
+        if masquerade_bypass:
+            host["bypass"] += [{"saddr": p, "daddr": c} for p in facts["local_pod_cidrs"] for c in cidrs]
+        if not gw["pod"]:
+            host["routes"] += [{"dst": cidr, "type": "blackhole"} for cidr in cidrs]
+            continue
+        dev = node_link_name(gw["gateway"])
+        if any(ln["name"] == dev for ln in host["links"]):
+            continue   # a GatewayServer and a GatewayClient of one name: one Deployment, one link
+        host["links"].append(_link(dev, link_vni(slot[0], gw.get("vni_offset", 0)), gw["pod"]["ip"], _underlay(node),
+                                   slot[1], link_type, link_mtu(mtu, gw)))
+        if not any(r["dst"] == "%s/32" % gw_ip for r in host["routes"]):
+            # every gateway pod has the internal endpoint: the first link reaches it
+            host["routes"].append({"dst": "%s/32" % gw_ip, "dev": dev, "scope": "link"})
+        for cidr in cidrs:
+            route = {"dst": cidr, "via": gw_ip, "dev": dev, "onlink": True}
+            if src:
+                route["src"] = src
+            host["routes"].append(route)
+        if pod_port_route and gw["pod"].get("node") == node["metadata"]["name"] and gw["pod"]["ip"] not in ports:
+            ports.append(gw["pod"]["ip"])
+    if ports:
+        host["pod_ports"] = [{"ip": ip} for ip in ports]
+        host["rules"][:0] = [{"priority": POD_PORT_RULE_PRIORITY, "to": "%s/32" % ip, "table": TABLE} for ip in ports]
     return host
 
 
@@ -225,7 +291,8 @@ def plan_gateway(nodes, facts, pod_name, tunnel_interfaces, link_type="vxlan", m
         if slot is None:
             continue
         dev = gateway_link_name(node["metadata"]["name"])
-        host["links"].append(_link(dev, VNI_BASE + slot[0], _underlay(node), own_ip, gw_ip, link_type, mtu))
+        host["links"].append(_link(dev, link_vni(slot[0], facts.get("vni_offset", 0)), _underlay(node), own_ip, gw_ip,
+                                   link_type, mtu))
         peers.append({"dst": "%s/32" % slot[1], "dev": dev, "scope": "link"})
         back.append({"dst": str(ipaddress.ip_network(node["spec"]["podCIDR"], strict=False)), "via": slot[1],
                      "dev": dev, "onlink": True})
