@@ -17,7 +17,7 @@ from tests.lab.images import images
 from tests.lab.imagestore import seed_root
 
 # the modules that share the lab, in the order they run: test_real_lab's last tests take the lab down
-MODULES = ("test_in_cluster.py", "test_real_lab.py")
+MODULES = ("test_in_cluster.py", "test_rolling_upgrade.py", "test_real_lab.py")
 
 
 def kubectl_binary() -> str:

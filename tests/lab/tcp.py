@@ -40,3 +40,72 @@ def transfer(src_ns: str, dst_ns: str, address: str, port: int, size: int, timeo
     finally:
         sink.kill()
         sink.wait()
+
+
+STREAM_SINK = r"""
+import socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", int(sys.argv[1]))); s.listen(1); print("ready", flush=True)
+c, _a = s.accept(); n = 0
+try:
+    while True:
+        b = c.recv(1 << 16)
+        if not b:
+            break
+        n += len(b)
+except OSError as exc:
+    print("error", exc, flush=True)
+print(n, flush=True)
+"""
+
+# one connection, `chunk` bytes every `period` s until its stdin closes; a send that fails, or data not acknowledged
+# within 60 s (TCP_USER_TIMEOUT), ends it with exit 1
+STREAM_SOURCE = r"""
+import select, socket, sys
+c = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=10)
+c.setsockopt(socket.IPPROTO_TCP, 18, 60000)
+chunk, period, sent = b"x" * int(sys.argv[3]), float(sys.argv[4]), 0
+try:
+    while not select.select([sys.stdin], [], [], period)[0]:
+        c.sendall(chunk); sent += len(chunk)
+    c.shutdown(socket.SHUT_WR); c.recv(1)
+except OSError as exc:
+    print("error", exc, sent, flush=True); sys.exit(1)
+print(sent, flush=True)
+"""
+
+
+class LongFlow:
+    """One long-lived TCP connection from a source to a sink, each run under its own argv prefix (e.g. nsenter into a
+    pod's network namespace): `chunk` bytes every `period` s until stop(). It survived when the source never failed
+    and the sink received every byte sent, over the same connection."""
+
+    def __init__(self, src_prefix: list, dst_prefix: list, address: str, port: int, chunk: int = 1000,
+                 period: float = 0.1):
+        self.sink = subprocess.Popen(dst_prefix + [sys.executable, "-c", STREAM_SINK, str(port)],  # pylint: disable=consider-using-with
+                                     stdout=subprocess.PIPE, text=True)
+        if self.sink.stdout.readline().strip() != "ready":
+            self.sink.kill()
+            self.sink.wait()
+            raise AssertionError(f"the TCP sink did not start in {dst_prefix}")
+        self.source = subprocess.Popen(src_prefix + [sys.executable, "-c", STREAM_SOURCE, address, str(port),  # pylint: disable=consider-using-with
+                                                     str(chunk), str(period)],
+                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def alive(self) -> bool:
+        return self.source.poll() is None
+
+    def stop(self, timeout: float = 90) -> dict:
+        """Ends the flow: {"source": its exit code, "sent": bytes, "received": bytes, "out": what they printed}."""
+        try:
+            src_out = self.source.communicate(timeout=timeout)[0]   # its stdin closed: the source ends
+            sink_out = self.sink.communicate(timeout=timeout)[0]
+        finally:
+            for proc in (self.source, self.sink):
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+        sent = src_out.split()[-1] if src_out.split() else "0"
+        received = sink_out.split()[-1] if sink_out.split() else "0"
+        return {"source": self.source.returncode, "sent": int(sent) if sent.isdigit() else 0,
+                "received": int(received) if received.isdigit() else 0, "out": (src_out + sink_out).strip()}
