@@ -49,9 +49,9 @@ def test_a_gateway_rolls_a_warm_standby_in_before_an_old_pod_goes(kind):
 
 def test_disruption_budgets_one_controller_and_one_gateway_pod_at_a_time():
     # deploy/budgets: deploy/ and its budgets (policy/v1, Kubernetes >= 1.21); deploy/ alone installs on 1.20
-    assert load("budgets/kustomization.yaml")[0]["resources"] == ["..", "pdb.yaml"]
+    assert load("budgets/kustomization.yaml")[0]["resources"] == ["..", "controller.yaml", "gateways.yaml"]
     assert not [r for r in load("kustomization.yaml")[0]["resources"] if "pdb" in r]
-    pdbs = {o["metadata"]["name"]: o for o in load("budgets/pdb.yaml")}
+    pdbs = {o["metadata"]["name"]: o for f in ("controller", "gateways") for o in load(f"budgets/{f}.yaml")}
     assert sorted(pdbs) == ["liqo-fabric-controller", "liqo-fabric-gateways"]
     assert all(p["apiVersion"] == "policy/v1" and p["spec"]["maxUnavailable"] == 1 for p in pdbs.values())
     controller = load("controller/deployment.yaml")[0]
