@@ -240,8 +240,8 @@ def _e2e_pytest(*args, **env):
 
 def test_e2e_kubelet_lab_modules_go_first_and_skip_with_the_speed_paths_off():
     """tests/e2e/conftest.py: the kubelet-lab modules (test_in_cluster first, test_real_lab last) lead the collection,
-    back to back (they share one real-node lab; the parallel workers take modules in that order); with LIQO_FABRIC_SPEED_PATHS=off they skip,
-    saying why (their pods run the image's own ansible-core)."""
+    back to back (they share one real-node lab; the parallel workers take modules in that order); with
+    LIQO_FABRIC_SPEED_PATHS=off they skip, saying why (their pods run the image's own ansible-core)."""
     proc = _e2e_pytest("--collect-only", "tests/e2e")
     ids = [line for line in proc.stdout.splitlines() if "::" in line]
     modules = list(dict.fromkeys(i.split("::")[0] for i in ids))
