@@ -39,7 +39,7 @@ def run():
         for label, image in ((f"N -> N+1 ({ru.tag_of(previous['name'])} -> {ru.tag_of(fabric_image())})", fabric_image()),
                              ("N+1 -> N (image rollback)", previous["name"])):
             figures: dict = {}
-            result = ru.roll(lab, icl.DEPLOY, image, figures)
+            result = ru.roll(lab, icl.DEPLOY, image, figures, recreate_step=image == previous["name"])
             for name, value in figures.items():
                 figure(f"{label}: {name.rsplit(' (', 1)[0]}", float(value), "s",
                        GAP_TARGET if "without a reply" in name else None)

@@ -12,6 +12,7 @@ tests/benchmarks/bench_rolling_upgrade.py prints its figures.
 from __future__ import annotations
 
 import concurrent.futures
+import json
 import os
 import subprocess
 import tempfile
@@ -164,9 +165,32 @@ def traffic_ends(lab) -> tuple:
     return icl.host_pid(a, src.metadata.name), icl.host_pid(b, dst.metadata.name), icl.remapped(dst.status.pod_ip, view)
 
 
-def roll(lab, deploy: str, image: str, figures: dict | None = None) -> dict:
+def to_recreate(cluster, image: str) -> list:
+    """The step a downgrade to a release whose gateway templates say `strategy: Recreate` needs (docs/upgrade.md):
+    once that release's bootstrap applied its templates (`image` in them), each gateway Deployment still rolling
+    (RollingUpdate) is patched to Recreate, rollingUpdate removed. The older controller's server-side apply of its
+    template cannot do it: it leaves the rollingUpdate it does not name, which the apiserver refuses beside Recreate
+    (its status: GatewayManifestRejected, until this step). The Deployments patched."""
+    wait_for(lambda: all(image in json.dumps(t["spec"]) for kind in ("wggatewayclienttemplates", "wggatewayservertemplates")
+                         for t in icl.get_json(cluster, kind, "-n", "liqo")["items"]),
+             timeout=240, interval=2, what=f"{cluster.name}: the gateway templates of {image}")
+    templates = [t for kind in ("wggatewayclienttemplates", "wggatewayservertemplates")
+                 for t in icl.get_json(cluster, kind, "-n", "liqo")["items"]]
+    if not any(t["spec"]["template"]["spec"]["deployment"]["spec"].get("strategy", {}).get("type") == "Recreate"
+               for t in templates):
+        return []
+    patched = []
+    for d in icl.get_json(cluster, "deployments", "-n", "default", "-l", "networking.liqo.io/component=gateway")["items"]:
+        if d["spec"]["strategy"]["type"] != "Recreate":
+            kubectl(cluster, "patch", "deployment", "-n", "default", d["metadata"]["name"], "--type", "merge", "-p",
+                    '{"spec": {"strategy": {"type": "Recreate", "rollingUpdate": null}}}')
+            patched.append(d["metadata"]["name"])
+    return patched
+
+
+def roll(lab, deploy: str, image: str, figures: dict | None = None, recreate_step: bool = False) -> dict:
     """`kubectl apply -k` of `deploy` with `image`'s tag on both clusters, under pings and a TCP flow, until
-    rolled(); then both Connections Connected again. What the tests assert: {"flow": LongFlow.stop(), "pings
+    rolled(); then both Connections Connected again. `recreate_step`: a downgrade's to_recreate() too. What the tests assert: {"flow": LongFlow.stop(), "pings
     resumed": bool, "error seen (s)": longest Error of a Connection, "old image": pods left on another image}.
     Figures: the roll's time, the longest time without a reply, the longest Error."""
     figures = {} if figures is None else figures
@@ -186,6 +210,9 @@ def roll(lab, deploy: str, image: str, figures: dict | None = None) -> dict:
         with concurrent.futures.ThreadPoolExecutor(len(lab.clusters)) as pool:
             for done in [pool.submit(kubectl, c, "apply", "-k", where, timeout=120) for c in lab.clusters.values()]:
                 done.result()
+            if recreate_step:
+                for done in [pool.submit(to_recreate, c, image) for c in lab.clusters.values()]:
+                    done.result()
         for c in lab.clusters.values():
             wait_for(lambda c=c: rolled(c, image), timeout=420, interval=2, what=f"{c.name}: the fabric rolled to {image}")
         figures["kubectl apply -k -> every fabric pod on the new image (s)"] = round(time.monotonic() - t0, 1)

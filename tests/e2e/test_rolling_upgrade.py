@@ -87,6 +87,7 @@ def test_rolling_upgrade_to_this_tree_keeps_the_traffic(on_previous, record_prop
 
 def test_downgrade_is_an_image_rollback_with_the_same_manifests(on_previous, previous, record_property):
     figures: dict = {}
-    result = ru.roll(on_previous, DEPLOY, previous["name"], figures)
+    # (the previous release's gateway templates say Recreate: the documented step of such a downgrade)
+    result = ru.roll(on_previous, DEPLOY, previous["name"], figures, recreate_step=True)
     record_property("figures", figures)
     assert_rolled_without_outage(on_previous, result, previous["name"])
