@@ -72,11 +72,9 @@ def test_the_previous_release_runs_on_its_own_image(on_previous, previous):
         assert ru.on_old_image(c, previous["name"]) == []
 
 
-def test_rolling_upgrade_to_this_tree_keeps_the_traffic(on_previous, record_property):
+def test_rolling_upgrade_to_this_tree_keeps_the_traffic(on_previous):
     image = fabric_image()
-    figures: dict = {}
-    result = ru.roll(on_previous, DEPLOY, image, figures)
-    record_property("figures", figures)   # (the junit report's; bench_rolling_upgrade prints them)
+    result = ru.roll(on_previous, DEPLOY, image)
     assert_rolled_without_outage(on_previous, result, image)
     for c in on_previous.clusters.values():   # this tree's strategy, and the active pod's deletion cost
         gw = get_json(c, "deployment", "-n", "default", f"gw-{ru.GATEWAYS[c.name]}")["spec"]
@@ -85,9 +83,7 @@ def test_rolling_upgrade_to_this_tree_keeps_the_traffic(on_previous, record_prop
         assert [p["metadata"].get("annotations", {}).get("controller.kubernetes.io/pod-deletion-cost") for p in active] == ["100"]
 
 
-def test_downgrade_is_an_image_rollback_with_the_same_manifests(on_previous, previous, record_property):
-    figures: dict = {}
+def test_downgrade_is_an_image_rollback_with_the_same_manifests(on_previous, previous):
     # (the previous release's gateway templates say Recreate: the documented step of such a downgrade)
-    result = ru.roll(on_previous, DEPLOY, previous["name"], figures, recreate_step=True)
-    record_property("figures", figures)
+    result = ru.roll(on_previous, DEPLOY, previous["name"], recreate_step=True)
     assert_rolled_without_outage(on_previous, result, previous["name"])

@@ -63,6 +63,7 @@ print(n, flush=True)
 STREAM_SOURCE = r"""
 import select, socket, sys
 c = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=10)
+c.settimeout(None)   # a send waits while the path is down (a full send buffer): TCP gives up, not a socket timeout
 c.setsockopt(socket.IPPROTO_TCP, 18, 60000)
 chunk, period, sent = b"x" * int(sys.argv[3]), float(sys.argv[4]), 0
 try:
