@@ -59,12 +59,13 @@ print(n, flush=True)
 """
 
 # one connection, `chunk` bytes every `period` s until its stdin closes; a send that fails, or data not acknowledged
-# within 60 s (TCP_USER_TIMEOUT), ends it with exit 1
+# within 300 s (TCP_USER_TIMEOUT: an outage of a minute can put the next retransmission a minute later), ends it with
+# exit 1
 STREAM_SOURCE = r"""
 import select, socket, sys
 c = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=10)
 c.settimeout(None)   # a send waits while the path is down (a full send buffer): TCP gives up, not a socket timeout
-c.setsockopt(socket.IPPROTO_TCP, 18, 60000)
+c.setsockopt(socket.IPPROTO_TCP, 18, 300000)
 chunk, period, sent = b"x" * int(sys.argv[3]), float(sys.argv[4]), 0
 try:
     while not select.select([sys.stdin], [], [], period)[0]:
@@ -96,8 +97,9 @@ class LongFlow:
     def alive(self) -> bool:
         return self.source.poll() is None
 
-    def stop(self, timeout: float = 90) -> dict:
-        """Ends the flow: {"source": its exit code, "sent": bytes, "received": bytes, "out": what they printed}."""
+    def stop(self, timeout: float = 180) -> dict:
+        """Ends the flow: {"source": its exit code, "sent": bytes, "received": bytes, "out": what they printed}. The
+        source ends once the sink acknowledged everything (after an outage: at TCP's next retransmission)."""
         try:
             src_out = self.source.communicate(timeout=timeout)[0]   # its stdin closed: the source ends
             sink_out = self.sink.communicate(timeout=timeout)[0]
