@@ -51,7 +51,8 @@ collection:
 	@test -L $(COLL_LINK) || ln -sfn $(CURDIR) $(COLL_LINK)
 
 # The project's images as OCI archives under ~/.cache/liqo-fabric/images, built without any registry and
-# cached by a digest of their inputs (deploy/image/build.sh prints their names and paths).
+# cached by a digest of their inputs (deploy/image/build.sh prints their names and paths). Another version's fabric
+# image, under its own tag: `make image IMAGE_TREE=DIR IMAGE_VERSION=TAG` (DIR: e.g. a `git archive` of a commit).
 image: venv nodedeps
 	@bash deploy/image/build.sh
 

@@ -27,6 +27,10 @@ from controller.kubeapi import ApiError
 from controller.watchmap import RESOURCES
 
 ACTIVE_LABEL = "networking.liqo.io/active"
+# the ReplicaSet removes the pods of a lower cost first: a roll (maxSurge 1, maxUnavailable 0) or a scale-down
+# takes the standby before the active pod, so a roll hands over once, to a new warm standby
+DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
+ACTIVE_COST = "100"
 log = logging.getLogger(__name__)
 
 
@@ -36,8 +40,10 @@ def own_pod_name() -> str:
 
 
 def mark(api, namespace: str, pod: str, active: bool) -> bool:
-    """Sets or removes the active label on `pod`; False (logged) when the API refuses or the pod is gone."""
-    body = {"metadata": {"labels": {ACTIVE_LABEL: "true" if active else None}}}
+    """Sets or removes the active label on `pod`, with its deletion cost; False (logged) when the API refuses or the
+    pod is gone."""
+    body = {"metadata": {"labels": {ACTIVE_LABEL: "true" if active else None},
+                         "annotations": {DELETION_COST: ACTIVE_COST if active else None}}}
     try:
         api.request("PATCH", RESOURCES["Pod"].path(namespace, pod), body=body,
                     content_type="application/merge-patch+json")

@@ -33,7 +33,8 @@ WORKERS=${LIQO_FABRIC_TEST_WORKERS:-2}
 PARALLEL=()
 [ "$WORKERS" -gt 0 ] && PARALLEL=(-n "$WORKERS" --dist loadfile --no-loadscope-reorder)
 # the real-node (kubelet) modules: containerd, real pods, the project's image
-KUBELET_MODULES=(tests/e2e/test_in_cluster.py tests/e2e/test_real_lab.py)
+KUBELET_MODULES=(tests/e2e/test_in_cluster.py tests/e2e/test_rolling_upgrade.py tests/e2e/test_real_lab.py
+                 tests/e2e/test_three_clusters.py)
 
 pytest_run() {  # name, pytest arguments...: one pytest group, its junit report beside the others
   local name=$1; shift

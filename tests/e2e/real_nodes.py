@@ -17,7 +17,7 @@ from tests.lab.images import images
 from tests.lab.imagestore import seed_root
 
 # the modules that share the lab, in the order they run: test_real_lab's last tests take the lab down
-MODULES = ("test_in_cluster.py", "test_real_lab.py")
+MODULES = ("test_in_cluster.py", "test_rolling_upgrade.py", "test_real_lab.py")
 # real-node modules with a lab of their own, run on the same worker right after MODULES, once the shared lab is down
 # (real-node labs come up one at a time per host: another worker would wait idle for the lock)
 LATER = ("test_three_clusters.py",)

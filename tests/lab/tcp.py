@@ -45,11 +45,13 @@ def transfer(src_ns: str, dst_ns: str, address: str, port: int, size: int, timeo
 STREAM = r"""
 import select, socket, sys
 c = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=10)
+c.settimeout(None)   # a send waits while the path is down (a full send buffer): TCP gives up, not the socket
+c.setsockopt(socket.IPPROTO_TCP, 18, int(float(sys.argv[4]) * 1000))   # TCP_USER_TIMEOUT: data unacknowledged so long
 print("connected", flush=True)
 sent, chunk = 0, b"x" * 1024
 try:
     while not select.select([sys.stdin], [], [], float(sys.argv[3]))[0]:   # until stdin closes
-        c.sendall(chunk)   # blocked 10 s (the socket's timeout): the flow is dead
+        c.sendall(chunk)
         sent += len(chunk)
     c.shutdown(socket.SHUT_WR)
     print("sent", sent, flush=True)
@@ -61,13 +63,17 @@ except OSError as e:
 class Flow:
     """One long-lived TCP connection, 1 KiB every `interval` s, from one network namespace to `address`:`port`
     served by a sink in another, each entered through an argv prefix (`ip netns exec NS`, `nsenter -t PID -n`)
-    while something happens. stop() ends it cleanly and says whether it lived throughout."""
+    while something happens. stop() ends it cleanly and says whether it lived throughout. `give_up`: the flow is
+    dead when data stays unacknowledged that long (TCP_USER_TIMEOUT); an outage of a minute can put TCP's next
+    retransmission a minute later, so a flow meant to outlive one needs minutes."""
 
-    def __init__(self, src_enter: list, dst_enter: list, address: str, port: int, interval: float = 0.05):
+    def __init__(self, src_enter: list, dst_enter: list, address: str, port: int, interval: float = 0.05,
+                 give_up: float = 10):
         self.sink = subprocess.Popen(dst_enter + [sys.executable, "-c", SINK, str(port)], stdout=subprocess.PIPE,
                                      text=True)
         assert self.sink.stdout.readline().strip() == "ready"
-        self.source = subprocess.Popen(src_enter + [sys.executable, "-c", STREAM, address, str(port), str(interval)],
+        self.source = subprocess.Popen(src_enter + [sys.executable, "-c", STREAM, address, str(port), str(interval),
+                                                    str(give_up)],
                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = self.source.stdout.readline().strip()
         if line != "connected":

@@ -12,6 +12,7 @@ from packaging.specifiers import SpecifierSet
 
 from ansible_collections.liqo.fabric.plugins.plugin_utils.speed import in_process, switch
 from tests.ansible_run import VENV_BIN, ansible_env, needs_speed_paths
+from tests.e2e import real_nodes
 
 
 def test_the_gate_is_the_pinned_minor_release_inside_requires_ansible():
@@ -238,13 +239,15 @@ def _e2e_pytest(*args, **env):
 
 
 def test_e2e_kubelet_lab_modules_go_first_and_skip_with_the_speed_paths_off():
-    """tests/e2e/conftest.py: test_in_cluster then test_real_lab lead the collection, back to back (they share one
-    real-node lab; the parallel workers take modules in that order); with LIQO_FABRIC_SPEED_PATHS=off they skip,
-    saying why (their pods run the image's own ansible-core)."""
+    """tests/e2e/conftest.py: the kubelet-lab modules (test_in_cluster first, test_real_lab last) lead the collection,
+    back to back (they share one real-node lab; the parallel workers take modules in that order); with
+    LIQO_FABRIC_SPEED_PATHS=off they skip, saying why (their pods run the image's own ansible-core)."""
     proc = _e2e_pytest("--collect-only", "tests/e2e")
     ids = [line for line in proc.stdout.splitlines() if "::" in line]
     modules = list(dict.fromkeys(i.split("::")[0] for i in ids))
-    assert modules[:2] == ["tests/e2e/test_in_cluster.py", "tests/e2e/test_real_lab.py"], modules
+    lab_modules = [f"tests/e2e/{m}" for m in real_nodes.MODULES]
+    assert lab_modules[0] == "tests/e2e/test_in_cluster.py" and lab_modules[-1] == "tests/e2e/test_real_lab.py"
+    assert modules[:len(lab_modules)] == lab_modules, modules
     assert len(modules) > 10
     proc = _e2e_pytest("-rs", "tests/e2e/test_real_lab.py", **{switch.ENV: "off"})
     assert proc.returncode == 0, proc.stdout[-2000:]

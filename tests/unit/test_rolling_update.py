@@ -1,0 +1,107 @@
+"""What a rolling upgrade of the fabric in the cluster stands on (docs/upgrade.md): the update strategies and
+disruption budgets of deploy/, the gateway's deletion cost (controller/gateway_ha.py) and the image of another
+version (deploy/image/build.sh's IMAGE_TREE/IMAGE_VERSION)."""
+import os
+import subprocess
+
+import pytest
+import yaml
+
+from controller import gateway_ha
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DEPLOY = os.path.join(ROOT, "deploy")
+
+
+def load(rel):
+    with open(os.path.join(DEPLOY, rel), encoding="utf-8") as f:
+        return [o for o in yaml.safe_load_all(f) if o]
+
+
+def gateway_deployment(kind):
+    return load(f"templates/wireguard-{kind}.yaml")[0]["spec"]["template"]["spec"]["deployment"]
+
+
+def test_the_controller_rolls_a_new_replica_in_before_an_old_one_goes():
+    dep = load("controller/deployment.yaml")[0]
+    assert dep["spec"]["replicas"] == 2
+    assert dep["spec"]["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+
+
+def test_the_node_agents_roll_one_node_at_a_time_without_surge():
+    ds = load("controller/daemonset.yaml")[0]
+    pod = ds["spec"]["template"]["spec"]
+    # no surge: the host network makes the metrics port a host port, which a second agent on the node could not bind
+    assert pod["hostNetwork"] and pod["containers"][0]["ports"][0]["containerPort"] == 9181
+    # (maxSurge, Kubernetes >= 1.22, not named: a 1.20 apiserver's schema refuses it)
+    assert ds["spec"]["updateStrategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}}
+
+
+@pytest.mark.parametrize("kind", ["server", "client"])
+def test_a_gateway_rolls_a_warm_standby_in_before_an_old_pod_goes(kind):
+    spec = gateway_deployment(kind)["spec"]
+    assert spec["replicas"] == 2
+    assert spec["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+    args = spec["template"]["spec"]["containers"][0]["args"]
+    warmup = float(next(a for a in args if a.startswith("--standby-warmup-delay=")).split("=")[1])
+    assert spec["minReadySeconds"] > warmup   # a new standby warms up before it counts as available
+
+
+def test_disruption_budgets_one_controller_and_one_gateway_pod_at_a_time():
+    # deploy/budgets: deploy/ and its budgets (policy/v1, Kubernetes >= 1.21); deploy/ alone installs on 1.20
+    assert load("budgets/kustomization.yaml")[0]["resources"] == ["..", "controller.yaml", "gateways.yaml"]
+    assert not [r for r in load("kustomization.yaml")[0]["resources"] if "pdb" in r]
+    pdbs = {o["metadata"]["name"]: o for f in ("controller", "gateways") for o in load(f"budgets/{f}.yaml")}
+    assert sorted(pdbs) == ["liqo-fabric-controller", "liqo-fabric-gateways"]
+    assert all(p["apiVersion"] == "policy/v1" and p["spec"]["maxUnavailable"] == 1 for p in pdbs.values())
+    controller = load("controller/deployment.yaml")[0]
+    assert pdbs["liqo-fabric-controller"]["spec"]["selector"]["matchLabels"].items() <= \
+        controller["spec"]["template"]["metadata"]["labels"].items()
+    for kind in ("server", "client"):   # the rendered gateway pods are in the budget of their namespace
+        labels = gateway_deployment(kind)["spec"]["template"]["metadata"]["labels"]
+        assert pdbs["liqo-fabric-gateways"]["spec"]["selector"]["matchLabels"].items() <= labels.items()
+
+
+class FakeApi:
+    def __init__(self):
+        self.calls = []
+
+    def request(self, method, path, body=None, content_type=None):
+        self.calls.append((method, path, body, content_type))
+
+
+def test_the_active_gateway_pod_costs_more_to_delete_than_its_standby():
+    api = FakeApi()
+    assert gateway_ha.mark(api, "default", "gw-client-1", True)
+    assert gateway_ha.mark(api, "default", "gw-client-1", False)
+    (m1, p1, active, ct), (_m2, _p2, standby, _ct) = api.calls
+    assert (m1, ct) == ("PATCH", "application/merge-patch+json") and p1.endswith("/namespaces/default/pods/gw-client-1")
+    assert active["metadata"] == {"labels": {"networking.liqo.io/active": "true"},
+                                  "annotations": {"controller.kubernetes.io/pod-deletion-cost": "100"}}
+    # merge patch: None removes the label and the annotation
+    assert standby["metadata"] == {"labels": {"networking.liqo.io/active": None},
+                                   "annotations": {"controller.kubernetes.io/pod-deletion-cost": None}}
+
+
+@pytest.mark.parametrize("env, message", [
+    ({"IMAGE_VERSION": "1.0/x"}, "IMAGE_VERSION=1.0/x: not an image tag"),
+    ({"IMAGE_VERSION": "-x"}, "IMAGE_VERSION=-x: not an image tag"),
+    ({"IMAGE_TREE": "/"}, "IMAGE_TREE=/: no galaxy.yml there"),
+])
+def test_build_of_another_version_refuses_bad_input_before_building(env, message, tmp_path):
+    proc = subprocess.run(["bash", os.path.join(DEPLOY, "image", "build.sh")], capture_output=True, text=True,
+                          check=False, timeout=30,
+                          env=dict(os.environ, LIQO_FABRIC_CACHE=str(tmp_path / "cache"), **env))
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+    assert not (tmp_path / "cache").exists()   # nothing built, nothing cached
+
+
+def test_build_of_another_tree_refuses_other_python_requirements(tmp_path):
+    for name in ("galaxy.yml", "requirements-dev.txt"):
+        with open(os.path.join(ROOT, name), encoding="utf-8") as f:
+            (tmp_path / name).write_text(f.read() + ("other-package==1.0\n" if name == "requirements-dev.txt" else ""))
+    proc = subprocess.run(["bash", os.path.join(DEPLOY, "image", "build.sh")], capture_output=True, text=True,
+                          check=False, timeout=30, env=dict(os.environ, IMAGE_TREE=str(tmp_path),
+                                                            LIQO_FABRIC_CACHE=str(tmp_path / "cache")))
+    assert proc.returncode == 2 and "its requirements-dev.txt is not this tree's" in proc.stderr, proc.stderr
+    assert not (tmp_path / "cache").exists()
