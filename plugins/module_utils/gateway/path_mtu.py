@@ -26,8 +26,11 @@ sender honours: it loses one round trip, never the flow.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
 import ipaddress
+import os
 import re
 import subprocess
 import time
@@ -42,6 +45,7 @@ ICMP_HEADERS = 28               # IPv4 + ICMP echo headers of the probe (inner p
 PROBE_TIMEOUT = 0.3             # seconds without a reply that make a size "does not cross"
 PROBE_COUNT = 2                 # echo requests per size: one lost on a healthy path does not shrink the MTU
 SOURCES = ("probed", "configured", "default")
+LOCK_DIR = "/run/lock" if os.path.isdir("/run/lock") else "/tmp"
 _ROUTE_MTU = re.compile(r"\bmtu (\d+)")
 _ROUTE_DEV = re.compile(r"\bdev (\S+)")
 
@@ -117,6 +121,20 @@ def set_link_mtu(ifname, mtu, run=subprocess.run):
         raise PathMtuError("ip link set dev %s mtu %s: %s" % (ifname, mtu, proc.stderr.strip()))
 
 
+@contextlib.contextmanager
+def exclusive(interface, lock_dir=None):
+    """One probe of an interface's path at a time on the machine: a gateway's build (gateway_dataplane) and its live
+    watch run in different processes, and a probe that read the interface's MTU while the other had raised it would
+    put it back at the raised size. An flock on a file named after the interface, released with the process."""
+    path = os.path.join(lock_dir or LOCK_DIR, "liqo-fabric-path-mtu-%s.lock" % interface)
+    with open(path, "a", encoding="ascii") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 @dataclasses.dataclass
 class Probe:
     """One probe of a tunnel's path: what it found and what it tried."""
@@ -182,6 +200,12 @@ class Hysteresis:
         self._larger = []
         self.changes = {"lower": 0, "raise": 0}
 
+    def follow(self, current):
+        """The interface's MTU as it is now, when something else set it (a rebuild of the gateway, whose own probe or
+        plan decided): the base of the next changes, larger sizes seen before it forgotten."""
+        if current != self.current:
+            self.current, self._larger = current, []
+
     def observe(self, found):
         """The MTU to set after a probe that found `found` (None: nothing crossed), or None to keep the current."""
         if found is None:
@@ -240,15 +264,16 @@ def probe_and_set(interface, address, public_key=None, cap=None, run=subprocess.
     endpoint = peer_endpoint_ip(interface, public_key)
     if not endpoint:
         return {"error": "the peer of %s has no endpoint yet (no handshake): nothing to probe" % interface}
-    current = link_mtu(interface)
     try:
-        result = probe(interface, address, endpoint, current, run=run)
+        with exclusive(interface):
+            current = link_mtu(interface)
+            result = probe(interface, address, endpoint, current, run=run)
+            status = mtu_status(result.tunnel_mtu, endpoint, cap, current)
+            changed = status["value"] != current
+            if changed:
+                set_link_mtu(interface, status["value"], run)
     except (PathMtuError, OSError) as exc:
         return {"error": str(exc)}
-    status = mtu_status(result.tunnel_mtu, endpoint, cap, current)
-    changed = status["value"] != current
-    if changed:
-        set_link_mtu(interface, status["value"], run)
     return {"mtu_status": status, "probe": result.to_result(), "changed": changed}
 
 
@@ -311,6 +336,10 @@ class Watch:
             return None
 
     def _probe(self, why):
+        with exclusive(self.interface):
+            return self._probe_locked(why)
+
+    def _probe_locked(self, why):
         self.kicked = None
         self.endpoint = peer_endpoint_ip(self.interface, self.public_key)
         current = link_mtu(self.interface)
@@ -331,6 +360,7 @@ class Watch:
             if new:
                 self.hysteresis.current = new
         else:
+            self.hysteresis.follow(current)
             new = self.hysteresis.observe(capped)
         if found is not None:
             self.status = mtu_status(found, self.endpoint, self.cap, current)
@@ -356,6 +386,47 @@ class Watch:
 PLURALS = {"GatewayServer": "gatewayservers", "GatewayClient": "gatewayclients"}
 GATEWAY_PATH = "/apis/networking.liqo.io/v1beta1/namespaces/%s/%s/%s/status"
 CONNECTION_PATH = "/apis/networking.liqo.io/v1beta1/namespaces/%s/connections/%s/status"
+
+
+class Live:
+    """A Watch as a live health probe runs it in its own thread (the agentless host's probe process, health/daemon.py;
+    the active gateway pod's peer health, controller/peer_health.py): one step a second, what it found written to the
+    gateway's status and its Connection (write_status) whenever it differs from what was last written. A probe of a
+    black hole waits for its timeouts: the thread keeps it away from the pings the peer's health depends on."""
+
+    def __init__(self, watch, api, kind, namespace, name, interval=1.0):
+        self.watch, self.api, self.kind, self.namespace, self.name = watch, api, kind, namespace, name
+        self.interval = interval
+        self.written = None         # status.mtu last written
+        self.write_error = None
+
+    def tick(self):
+        """One step of the watch, then the write if due; returns the new status.mtu when the tunnel's MTU changed."""
+        try:
+            changed = self.watch.step()
+            status = self.watch.status
+            if status and status != self.written and self.api is not None:
+                write_status(self.api, self.kind, self.namespace, self.name, status)
+                self.written, self.write_error = dict(status), None
+            return changed
+        except Exception as exc:  # pylint: disable=broad-except  # the API, a vanished interface: the next tick retries
+            self.write_error = str(exc)[:300]
+            return None
+
+    def run(self, stopping):
+        """Ticks until the threading.Event `stopping` is set, then puts back an interface a probe left raised."""
+        try:
+            while not stopping.is_set():
+                self.tick()
+                stopping.wait(self.interval)
+        finally:
+            try:
+                self.watch.restore()
+            except Exception:  # pylint: disable=broad-except  # the interface is gone: nothing to put back
+                pass
+
+    def snapshot(self):
+        return dict(self.watch.snapshot(), written=self.written, write_error=self.write_error)
 
 
 def write_status(api, kind, namespace, name, status):
