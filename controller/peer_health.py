@@ -98,7 +98,8 @@ class GatewayHealth(threading.Thread):
         if not (spec and spec.get("mtu_auto")):
             return
         watch = self.mtu_watch(spec["interface"], spec["address"], cap=self.mtu_cap())
-        self.mtu_live = pmtu.Live(watch, self.api, spec["kind"], spec["namespace"], spec["connection_name"])
+        self.mtu_live = pmtu.Live(watch, self.api, spec["kind"], spec["namespace"], spec["connection_name"],
+                                  on_change=_log_mtu_change(spec["interface"]))
         self._mtu_stop = threading.Event()
         threading.Thread(target=self.mtu_live.run, args=(self._mtu_stop,), name="path-mtu", daemon=True).start()
         log.info("path MTU watch started", extra={"fields": {"interface": spec["interface"]}})
@@ -218,6 +219,14 @@ class GatewayHealth(threading.Thread):
         """The path watch's view (spec.mtu auto), else None."""
         live = self.mtu_live
         return live.snapshot() if live else None
+
+
+def _log_mtu_change(interface: str) -> Callable:
+    def changed(old: Optional[int], status: dict, why: Optional[str]) -> None:
+        log.info("tunnel MTU changed", extra={"fields": {
+            "interface": interface, "from": old, "to": status.get("value"), "path_mtu": status.get("pathMTU"),
+            "why": why}})
+    return changed
 
 
 def _link_mtu(interface: str) -> Optional[int]:

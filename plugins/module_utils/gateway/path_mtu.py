@@ -127,12 +127,16 @@ def exclusive(interface, lock_dir=None):
     watch run in different processes, and a probe that read the interface's MTU while the other had raised it would
     put it back at the raised size. An flock on a file named after the interface, released with the process."""
     path = os.path.join(lock_dir or LOCK_DIR, "liqo-fabric-path-mtu-%s.lock" % interface)
-    with open(path, "a", encoding="ascii") as f:
+    try:
+        f = open(path, "a", encoding="ascii")  # pylint: disable=consider-using-with  # closed below
+    except OSError:   # a read-only file system: the probe runs unlocked rather than not at all
+        yield
+        return
+    try:
         fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+        yield
+    finally:
+        f.close()   # releases the lock
 
 
 @dataclasses.dataclass
@@ -394,16 +398,20 @@ class Live:
     gateway's status and its Connection (write_status) whenever it differs from what was last written. A probe of a
     black hole waits for its timeouts: the thread keeps it away from the pings the peer's health depends on."""
 
-    def __init__(self, watch, api, kind, namespace, name, interval=1.0):
+    def __init__(self, watch, api, kind, namespace, name, interval=1.0, on_change=None):
         self.watch, self.api, self.kind, self.namespace, self.name = watch, api, kind, namespace, name
         self.interval = interval
+        self.on_change = on_change  # on_change(old MTU, new status.mtu, why the probe ran) when the tunnel's MTU changed
         self.written = None         # status.mtu last written
         self.write_error = None
 
     def tick(self):
         """One step of the watch, then the write if due; returns the new status.mtu when the tunnel's MTU changed."""
         try:
+            before = self.watch.hysteresis.current if self.watch.hysteresis else None
             changed = self.watch.step()
+            if changed and self.on_change:
+                self.on_change(before, changed, self.watch.result.reason if self.watch.result else None)
             status = self.watch.status
             if status and status != self.written and self.api is not None:
                 write_status(self.api, self.kind, self.namespace, self.name, status)
