@@ -85,6 +85,15 @@ class NodeRepoint(threading.Thread):
         return result
 
 
+GATEWAY_KINDS = ("GatewayServer", "GatewayClient")
+
+
+def _mtu(obj: Optional[dict]) -> Optional[dict]:
+    """A gateway's status.mtu: with spec.mtu auto, the MTU its path watch set on the tunnel, which the node's overlay
+    links take at once (a black hole below the links' MTU stalls every flow through them)."""
+    return ((obj or {}).get("status") or {}).get("mtu")
+
+
 class NodeRepointFeature(Feature):
     """The node mode's feature: a NodeRepoint thread per cluster, kicked by every Pod event (the gateway pods'
     among them) and every change of a gateway's status.mtu, ahead of the playbook run the same event queues."""
@@ -103,15 +112,6 @@ class NodeRepointFeature(Feature):
     def on_event(self, cs, kind: str, etype: str, obj: dict, old: Optional[dict]) -> None:
         if cs.name in self.repoint and (kind == "Pod" or kind in GATEWAY_KINDS and _mtu(obj) != _mtu(old)):
             self.repoint[cs.name].kick()
-
-
-GATEWAY_KINDS = ("GatewayServer", "GatewayClient")
-
-
-def _mtu(obj: Optional[dict]) -> Optional[dict]:
-    """A gateway's status.mtu: with spec.mtu auto, the MTU its path watch set on the tunnel, which the node's overlay
-    links take at once (a black hole below the links' MTU stalls every flow through them)."""
-    return ((obj or {}).get("status") or {}).get("mtu")
 
     def threads(self) -> list:
         return list(self.started)

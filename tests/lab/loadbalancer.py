@@ -3,8 +3,9 @@
 What a cloud's (or MetalLB's layer-2 mode's) load balancer does for a Service of type LoadBalancer, reduced to
 the lab's WAN: an address from a pool of WAN addresses is given to the Service (its
 `status.loadBalancer.ingress`) and announced on the WAN by one of the cluster's WAN-attached nodes (the address
-on its `wan0`, so it answers ARP for it; on a routed WAN the router gets a route to it through that node). Traffic to that address then enters the node, where kube-proxy's rules
-for load-balancer ingress addresses send it to the Service's endpoints, as on a cloud. A thread polls the
+on its `wan0`, so it answers ARP for it; on a routed WAN the router gets a route to it through that node).
+Traffic to that address then enters the node, where kube-proxy's rules for load-balancer ingress addresses send it
+to the Service's endpoints, as on a cloud. A thread polls the
 Services (0.3 s); `stop()` takes every address back. The lab creates nothing else.
 """
 from __future__ import annotations
