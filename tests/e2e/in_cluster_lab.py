@@ -1105,16 +1105,35 @@ def _status_mtu(cluster, kind: str, name: str) -> dict:
     return (get_json(cluster, kind, name).get("status") or {}).get("mtu") or {}
 
 
-def _mtu_changes(cluster, pod: str, since: float) -> list:
-    """(from, to) of the `tunnel MTU changed` lines the gateway pod's path watch logged since `since` (epoch s)."""
-    out = []
-    for rec in controller_logs_of(cluster, pod, "default"):
-        if rec.get("msg") != "tunnel MTU changed" or rec.get("from") is None:
-            continue
-        ts = datetime.datetime.fromisoformat(str(rec.get("ts")).replace("Z", "+00:00")).timestamp()
-        if ts >= since:
-            out.append((rec["from"], rec["to"]))
-    return out
+class StatusMtuRecorder:
+    """The tunnel MTUs both gateways publish (status.mtu.value: what the path watch, or a run's probe, set on the
+    tunnel; the overlay links follow it), read every 0.5 s while a scenario runs: each change recorded."""
+
+    def __init__(self, lab):
+        self.lab = lab
+        self.seen = {c.name: [_status_mtu(c, kind, name).get("value")] for c, kind, name in _gateways(lab)}
+        self.halt = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        while not self.halt.wait(0.5):
+            self._read()
+
+    def _read(self):
+        for c, kind, name in _gateways(self.lab):
+            try:
+                value = _status_mtu(c, kind, name).get("value")
+            except (AssertionError, ValueError, subprocess.TimeoutExpired):  # an API hiccup: the next read
+                continue
+            if value != self.seen[c.name][-1]:
+                self.seen[c.name].append(value)
+
+    def stop(self) -> dict:
+        self.halt.set()
+        self.thread.join(timeout=10)
+        self._read()
+        return self.seen
 
 
 def _wait_tunnels(lab, pids: dict, mtu: int, what: str, timeout: float = 60) -> None:
@@ -1138,7 +1157,7 @@ def path_mtu_auto(lab, figures: dict | None = None) -> None:
     needed", then as a black hole, both Connected, the tunnels and every overlay link at 1312 (status.mtu probed),
     10 MB in 1,400-byte writes each way between pods on nodes without the active gateway pods. The path lowered to a
     1300-byte black hole during a transfer: the tunnels and the overlay links follow (1232), the transfer completes;
-    the path back to 1500: both grow to 1440, one change each way (the path watches' log). spec.mtu 1340 and the
+    the path back to 1500: both grow to 1440, one change each way (status.mtu read all along). spec.mtu 1340 and the
     plain path back at the end."""
     figures = {} if figures is None else figures
     a, b = lab["a"], lab["b"]
@@ -1161,6 +1180,7 @@ def path_mtu_auto(lab, figures: dict | None = None) -> None:
                 netns.run(["ip", "netns", "exec", n.netns, "ip", "route", "flush", "cache"])
 
     done = ("done", 1400 * 7490, 1400 * 7490)
+    rec = None
     lab.wan.set_path(1380, icmp=True)
     try:
         t0 = time.monotonic()
@@ -1178,7 +1198,7 @@ def path_mtu_auto(lab, figures: dict | None = None) -> None:
         flush_route_caches()
         assert both_ways() == (done, done)
 
-        since = time.time()
+        rec = StatusMtuRecorder(lab)
         result = {}
         worker = threading.Thread(target=lambda: result.update(out=pod_transfer(a_pid, b_pid, b_addr, stall=60)))
         worker.start()
@@ -1195,10 +1215,12 @@ def path_mtu_auto(lab, figures: dict | None = None) -> None:
         _wait_tunnels(lab, pids, 1440, "the path back at 1500", timeout=120)
         figures["path back to 1500 -> tunnels and overlays at 1440 (s)"] = round(time.monotonic() - t2, 1)
         time.sleep(12)                              # one more period of the watch: no flapping after the raise
-        for c in (a, b):
-            assert _mtu_changes(c, gw[c.name].metadata.name, since) == [(1312, 1232), (1232, 1440)], c.name
+        seen = rec.stop()
+        assert seen == {"a": [1312, 1232, 1440], "b": [1312, 1232, 1440]}, seen   # one change each way
         assert both_ways() == (done, done)
     finally:
+        if rec:
+            rec.halt.set()
         lab.wan.set_path(1500, icmp=True)
         flush_route_caches()
         for c, kind, name in _gateways(lab):

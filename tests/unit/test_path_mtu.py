@@ -1,6 +1,7 @@
 """spec.mtu auto: the plan's MTU and its source, the peers' agreement on the smaller value, WireGuard's padding and
 overhead, the binary search, the "fragmentation needed" seen through the kernel's route exception, and the
 hysteresis that lowers at once and raises only after a confirmed larger size (module_utils/gateway/path_mtu.py)."""
+import os
 import subprocess
 
 import pytest
@@ -148,6 +149,33 @@ def test_probe_below_the_current_mtu_leaves_the_interface_alone(monkeypatch):
     monkeypatch.setattr(pm, "link_mtu", lambda dev: host.local)
     res = pm.probe("lwg0", "169.254.18.1", "192.0.2.2", 1340, send=host.send, run=host.run, settle=0)
     assert res.tunnel_mtu == 1328 and host.mtus == []
+
+
+def test_a_rebuild_of_a_probed_tunnel_lowers_it_but_leaves_growing_to_the_watch(monkeypatch, tmp_path):
+    """gateway_dataplane probes the path at every run; once the live watch set the tunnel (status.mtu probed), a run
+    lowers it at once if the path shrank but does not grow it past the watch's hysteresis (grow=False)."""
+    host = _Host(1500)
+    iface = {"mtu": 1232}
+
+    def run(argv, **kw):
+        out = host.run(argv, **kw)
+        if argv[:3] == ["ip", "link", "set"]:
+            iface["mtu"] = int(argv[-1])
+        return out
+    monkeypatch.setattr(pm, "LOCK_DIR", str(tmp_path))
+    monkeypatch.setattr(pm, "peer_endpoint_ip", lambda interface, key=None: "192.0.2.2")
+    monkeypatch.setattr(pm, "link_mtu", lambda dev: iface["mtu"] if dev == "lwg0" else host.local)
+    monkeypatch.setattr(pm, "ping", lambda interface, address, size, **kw: (host.send(size + pm.ICMP_HEADERS), None))
+    out = pm.probe_and_set("lwg0", "169.254.18.1", grow=False, run=run)
+    assert out["mtu_status"] == {"value": 1232, "source": "probed", "probed": 1440, "pathMTU": 1500}
+    assert not out["changed"] and iface["mtu"] == 1232 and host.mtus[-1] == 1232   # raised for the probe only
+    host.path = 1300
+    iface["mtu"] = 1312
+    out = pm.probe_and_set("lwg0", "169.254.18.1", grow=False, run=run)
+    assert out["changed"] and iface["mtu"] == 1232 and out["mtu_status"]["value"] == 1232
+    host.path = 1500
+    assert pm.probe_and_set("lwg0", "169.254.18.1", run=run)["changed"] and iface["mtu"] == 1440   # a first build
+    assert os.listdir(tmp_path) == ["liqo-fabric-path-mtu-lwg0.lock"]
 
 
 def test_mtu_status_caps_by_the_peer_and_keeps_the_current_when_nothing_crosses():

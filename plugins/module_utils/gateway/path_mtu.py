@@ -261,10 +261,11 @@ def mtu_status(found, endpoint_ip, cap=None, current=None):
     return {"value": value, "source": "probed", "probed": found, "pathMTU": found + overhead(endpoint_ip)}
 
 
-def probe_and_set(interface, address, public_key=None, cap=None, run=subprocess.run):
+def probe_and_set(interface, address, public_key=None, cap=None, run=subprocess.run, grow=True):
     """One probe of the path of a built tunnel, the interface then set to what it found (capped by the peer's
-    announced MTU `cap`). Returns {mtu_status, probe, changed} or {error} when it could not probe (no handshake
-    yet: no endpoint; no route to it)."""
+    announced MTU `cap`). grow=False: set only if smaller (a tunnel whose MTU a live watch already set: a larger size
+    becomes the tunnel's through the watch's hysteresis, not at a rebuild). Returns {mtu_status, probe, changed} or
+    {error} when it could not probe (no handshake yet: no endpoint; no route to it)."""
     endpoint = peer_endpoint_ip(interface, public_key)
     if not endpoint:
         return {"error": "the peer of %s has no endpoint yet (no handshake): nothing to probe" % interface}
@@ -273,6 +274,8 @@ def probe_and_set(interface, address, public_key=None, cap=None, run=subprocess.
             current = link_mtu(interface)
             result = probe(interface, address, endpoint, current, run=run)
             status = mtu_status(result.tunnel_mtu, endpoint, cap, current)
+            if not grow and status["value"] > current:
+                status["value"] = current
             changed = status["value"] != current
             if changed:
                 set_link_mtu(interface, status["value"], run)
