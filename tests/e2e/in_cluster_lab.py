@@ -25,7 +25,7 @@ import time
 import yaml
 
 from tests.conftest import ROOT
-from tests.e2e.fabric import PingFlow, longest_gap, wait_for
+from tests.e2e.fabric import ChangeRecorder, PingFlow, longest_gap, wait_for
 from tests.e2e import real_nodes
 from tests.e2e.real_nodes import kubectl, kubectl_binary
 from tests.lab import netns
@@ -1105,37 +1105,6 @@ def _status_mtu(cluster, kind: str, name: str) -> dict:
     return (get_json(cluster, kind, name).get("status") or {}).get("mtu") or {}
 
 
-class StatusMtuRecorder:
-    """The tunnel MTUs both gateways publish (status.mtu.value: what the path watch, or a run's probe, set on the
-    tunnel; the overlay links follow it), read every 0.5 s while a scenario runs: each change recorded."""
-
-    def __init__(self, lab):
-        self.lab = lab
-        self.seen = {c.name: [_status_mtu(c, kind, name).get("value")] for c, kind, name in _gateways(lab)}
-        self.halt = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self):
-        while not self.halt.wait(0.5):
-            self._read()
-
-    def _read(self):
-        for c, kind, name in _gateways(self.lab):
-            try:
-                value = _status_mtu(c, kind, name).get("value")
-            except (AssertionError, ValueError, subprocess.TimeoutExpired):  # an API hiccup: the next read
-                continue
-            if value != self.seen[c.name][-1]:
-                self.seen[c.name].append(value)
-
-    def stop(self) -> dict:
-        self.halt.set()
-        self.thread.join(timeout=10)
-        self._read()
-        return self.seen
-
-
 def _wait_tunnels(lab, pids: dict, mtu: int, what: str, timeout: float = 60) -> None:
     """Both active gateway pods' tunnel at `mtu` (read outside a probe: twice, 0.3 s apart), status.mtu of both
     gateways and their Connections too, every overlay link of both clusters at `mtu`."""
@@ -1198,7 +1167,9 @@ def path_mtu_auto(lab, figures: dict | None = None) -> None:
         flush_route_caches()
         assert both_ways() == (done, done)
 
-        rec = StatusMtuRecorder(lab)
+        # the tunnel MTUs both gateways publish (what the path watch, or a run's probe, set; the overlay follows it)
+        rec = ChangeRecorder(("a", "b"), lambda n: _status_mtu(*next(g for g in _gateways(lab) if g[0].name == n)).get("value"),
+                             period=0.5)
         result = {}
         worker = threading.Thread(target=lambda: result.update(out=pod_transfer(a_pid, b_pid, b_addr, stall=60)))
         worker.start()
@@ -1220,7 +1191,7 @@ def path_mtu_auto(lab, figures: dict | None = None) -> None:
         assert both_ways() == (done, done)
     finally:
         if rec:
-            rec.halt.set()
+            rec.stop()
         lab.wan.set_path(1500, icmp=True)
         flush_route_caches()
         for c, kind, name in _gateways(lab):
