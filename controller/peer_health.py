@@ -212,8 +212,9 @@ class GatewayHealth(threading.Thread):
             return []
         with self.counter_lock:
             counters = self.counter.read() if self.counter else phm.transfer(spec["interface"])
+        live = self.mtu_live
         return [phm.sample(spec.get("remote_cluster_id"), s.value == ph.CONNECTED, s.latency_us, counters,
-                           _link_mtu(spec["interface"]))]
+                           _link_mtu(spec["interface"], live.watch if live else None))]
 
     def path_mtu(self) -> Optional[dict]:
         """The path watch's view (spec.mtu auto), else None."""
@@ -229,9 +230,10 @@ def _log_mtu_change(interface: str) -> Callable:
     return changed
 
 
-def _link_mtu(interface: str) -> Optional[int]:
+def _link_mtu(interface: str, watch=None) -> Optional[int]:
+    """The tunnel's MTU for the metric (not the size a probe of the path raised it to for a moment)."""
     try:
-        return pmtu.link_mtu(interface)
+        return watch.interface_mtu() if watch else pmtu.link_mtu(interface)
     except (OSError, ValueError):
         return None
 

@@ -1159,8 +1159,10 @@ def path_mtu_auto(lab, figures: dict | None = None) -> None:
         figures["spec.mtu auto -> both tunnels and overlays at the probed MTU (s)"] = round(time.monotonic() - t0, 1)
         for c in (a, b):
             assert connection_status(c)[0] == "Connected", connection_status(c)
-            assert peer_metric(c, gw[c.name].metadata.name, "liqo_fabric_tunnel_mtu",
-                               cluster_id(b if c is a else a)) == 1312
+            remote = cluster_id(b if c is a else a)
+            wait_for(lambda c=c, remote=remote: peer_metric(c, gw[c.name].metadata.name, "liqo_fabric_tunnel_mtu",
+                                                            remote) == 1312, timeout=30,
+                     what=f"{c.name}: liqo_fabric_tunnel_mtu 1312 on the gateway pod's /metrics")
         assert both_ways() == (done, done)
 
         lab.wan.set_path(1380, icmp=False)          # the same path as a black hole

@@ -203,7 +203,6 @@ def test_auto_runs_the_path_watch_in_the_active_pod(monkeypatch):
     pm = peer_health.pmtu
     monkeypatch.setattr(pm, "peer_endpoint_ip", lambda interface, key=None: "192.0.2.2")
     monkeypatch.setattr(pm, "link_mtu", lambda dev: path.interface_mtu if dev == "lwgtest" else 1500)
-    monkeypatch.setattr(peer_health, "_link_mtu", lambda dev: path.interface_mtu)
     cap = {"value": None}
 
     def watch(interface, address, cap=None):

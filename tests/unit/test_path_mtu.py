@@ -272,6 +272,9 @@ def test_a_probe_cut_short_puts_the_interface_back(monkeypatch):
     watch = pm.Watch("lwg0", "169.254.18.1", run=host.run, send=host.send)
     watch.restore()
     assert host.mtus == []                      # no probe running: nothing to put back
+    assert watch.interface_mtu() == 1312
+    monkeypatch.setattr(pm, "link_mtu", lambda dev: 1440 if dev == "lwg0" else 1500)   # raised by a probe
     watch.probing_from = 1312
+    assert watch.interface_mtu() == 1312        # the metric shows the tunnel's MTU, not the probe's moment
     watch.restore()
     assert host.mtus == [1312]

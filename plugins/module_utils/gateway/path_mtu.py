@@ -379,6 +379,11 @@ class Watch:
         self.status["value"] = new
         return dict(self.status)
 
+    def interface_mtu(self):
+        """The tunnel's MTU: the interface's, or while a probe raised it, the MTU it is put back to (the metric's)."""
+        probing = self.probing_from
+        return probing if probing is not None else link_mtu(self.interface)
+
     def restore(self):
         """The interface back at its MTU if a probe is cut short (its process stopping) while it raised it."""
         if self.probing_from is not None:

@@ -326,7 +326,7 @@ class Daemon:
             self.counters = self.counter.read()
         s = self.state
         return phm.render([phm.sample(self.spec.get("remote_cluster_id"), s.value == ph.CONNECTED, s.latency_us,
-                                      self.counters, _read_mtu(self.spec["interface"]))])
+                                      self.counters, _read_mtu(self.spec["interface"], self.mtu_watch))])
 
     # --- lifecycle
     def _on_signal(self, *_args):
@@ -431,8 +431,8 @@ class Daemon:
                     self.dirty = True
 
 
-def _read_mtu(interface):
+def _read_mtu(interface, watch=None):
     try:
-        return pmtu.link_mtu(interface)
+        return watch.interface_mtu() if watch else pmtu.link_mtu(interface)
     except (OSError, ValueError):
         return None
