@@ -1105,13 +1105,31 @@ def _status_mtu(cluster, kind: str, name: str) -> dict:
     return (get_json(cluster, kind, name).get("status") or {}).get("mtu") or {}
 
 
+def path_mtu_state(cluster) -> str:
+    """What a failed wait of the path MTU scenario prints: each gateway pod's links with their MTU, the route to the
+    peer's endpoint (a "fragmentation needed" recorded) and what its path watch logged."""
+    out = []
+    for p in cluster.kube.core.list_namespaced_pod("default", label_selector="networking.liqo.io/component=gateway").items:
+        name = p.metadata.name
+        for cmd in (["ip", "-o", "link"], ["sh", "-c", "ip route get $(wg show all endpoints | awk '{print $3}' | cut -d: -f1 | head -1)"]):
+            res = kubectl(cluster, "exec", name, "--", *cmd, check=False)
+            out.append(f"{cluster.name} pod {name} $ {' '.join(cmd)}\n{res.stdout}{res.stderr}")
+        out += [f"{cluster.name} pod {name}: {json.dumps(r)}" for r in controller_logs_of(cluster, name, "default")
+                if "MTU" in str(r.get("msg")) or "probe" in str(r.get("msg"))][-20:]
+    return "\n".join(out)
+
+
 def _wait_tunnels(lab, pids: dict, mtu: int, what: str, timeout: float = 60) -> None:
     """Both active gateway pods' tunnel at `mtu` (read outside a probe: twice, 0.3 s apart), status.mtu of both
     gateways and their Connections too, every overlay link of both clusters at `mtu`."""
     for c, kind, name in _gateways(lab):
         pid = pids[c.name]
-        wait_or_dump([c], lambda pid=pid: _link_mtus(pid, "lwg") == [mtu] and not time.sleep(0.3)
+        try:
+            wait_for(lambda pid=pid: _link_mtus(pid, "lwg") == [mtu] and not time.sleep(0.3)
                      and _link_mtus(pid, "lwg") == [mtu], timeout=timeout, what=f"{c.name}: the tunnel at {mtu} ({what})")
+        except AssertionError:
+            print(path_mtu_state(lab["a"]), path_mtu_state(lab["b"]), sep="\n", flush=True)
+            raise
         wait_for(lambda c=c, kind=kind, name=name: _status_mtu(c, kind, name).get("value") == mtu, timeout=30,
                  what=f"{c.name}: {kind} status.mtu {mtu}")
         assert _status_mtu(c, kind, name)["source"] == "probed", _status_mtu(c, kind, name)
