@@ -224,6 +224,9 @@ class GatewayHealth(threading.Thread):
 
 def _log_mtu_change(interface: str) -> Callable:
     def changed(old: Optional[int], status: dict, why: Optional[str]) -> None:
+        if "error" in status:
+            log.warning("path MTU not probed", extra={"fields": {"interface": interface, "error": status["error"]}})
+            return
         log.info("tunnel MTU changed", extra={"fields": {
             "interface": interface, "from": old, "to": status.get("value"), "path_mtu": status.get("pathMTU"),
             "why": why}})

@@ -278,3 +278,17 @@ def test_a_probe_cut_short_puts_the_interface_back(monkeypatch):
     assert watch.interface_mtu() == 1312        # the metric shows the tunnel's MTU, not the probe's moment
     watch.restore()
     assert host.mtus == [1312]
+
+
+def test_a_probe_waits_for_anothers_lock_a_bounded_time(monkeypatch, tmp_path):
+    """The build's probe and the live watch take a lock per interface; a holder that never lets go costs the other
+    LOCK_WAIT seconds and a PathMtuError naming the lock, never a watch stuck for good."""
+    import fcntl  # pylint: disable=import-outside-toplevel
+    monkeypatch.setattr(pm, "LOCK_WAIT", 0.2)
+    with open(tmp_path / "liqo-fabric-path-mtu-lwg0.lock", "a", encoding="ascii") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        with pytest.raises(pm.PathMtuError, match="another probe of lwg0's path has held"):
+            with pm.exclusive("lwg0", str(tmp_path)):
+                raise AssertionError("not reached")
+    with pm.exclusive("lwg0", str(tmp_path)):   # released: taken at once
+        pass

@@ -46,6 +46,7 @@ PROBE_TIMEOUT = 0.3             # seconds without a reply that make a size "does
 PROBE_COUNT = 2                 # echo requests per size: one lost on a healthy path does not shrink the MTU
 SOURCES = ("probed", "configured", "default")
 LOCK_DIR = "/run/lock" if os.path.isdir("/run/lock") else "/tmp"
+LOCK_WAIT = 15                  # seconds a probe waits for another one's lock (a probe takes about 1 s)
 _ROUTE_MTU = re.compile(r"\bmtu (\d+)")
 _ROUTE_DEV = re.compile(r"\bdev (\S+)")
 
@@ -133,7 +134,15 @@ def exclusive(interface, lock_dir=None):
         yield
         return
     try:
-        fcntl.flock(f, fcntl.LOCK_EX)
+        deadline = time.monotonic() + LOCK_WAIT
+        while True:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise PathMtuError("another probe of %s's path has held %s for %d s" % (interface, path, LOCK_WAIT))
+                time.sleep(0.05)
         yield
     finally:
         f.close()   # releases the lock
@@ -409,9 +418,11 @@ class Live:
     def __init__(self, watch, api, kind, namespace, name, interval=1.0, on_change=None):
         self.watch, self.api, self.kind, self.namespace, self.name = watch, api, kind, namespace, name
         self.interval = interval
-        self.on_change = on_change  # on_change(old MTU, new status.mtu, why the probe ran) when the tunnel's MTU changed
+        self.on_change = on_change  # on_change(old MTU, new status.mtu, why the probe ran) when the tunnel's MTU changed,
+        #                             on_change(None, {error}, "error") when the watch meets a new error
         self.written = None         # status.mtu last written
         self.write_error = None
+        self.reported = None        # the watch's error last given to on_change
 
     def tick(self):
         """One step of the watch, then the write if due; returns the new status.mtu when the tunnel's MTU changed."""
@@ -420,6 +431,9 @@ class Live:
             changed = self.watch.step()
             if changed and self.on_change:
                 self.on_change(before, changed, self.watch.result.reason if self.watch.result else None)
+            if self.watch.error and self.watch.error != self.reported and self.on_change:
+                self.on_change(None, {"error": self.watch.error}, "error")
+            self.reported = self.watch.error
             status = self.watch.status
             if status and status != self.written and self.api is not None:
                 write_status(self.api, self.kind, self.namespace, self.name, status)
