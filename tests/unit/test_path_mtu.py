@@ -292,3 +292,14 @@ def test_a_probe_waits_for_anothers_lock_a_bounded_time(monkeypatch, tmp_path):
                 raise AssertionError("not reached")
     with pm.exclusive("lwg0", str(tmp_path)):   # released: taken at once
         pass
+
+
+def test_the_drift_checks_leave_an_auto_tunnels_mtu_to_its_watch():
+    """The manifest the drift checks read back: a fixed MTU is checked, an auto one is not (the path watch changes
+    it, and raises it for each probe: a repair run there would undo the watch's probes)."""
+    from ansible_collections.liqo.fabric.plugins.module_utils.host import manifest  # pylint: disable=import-outside-toplevel
+    gws = [{"interface": "lwg0", "mtu": 1312, "mtu_auto": True, "table": 1, "nat_table": "n0", "peer": {}},
+           {"interface": "lwg1", "mtu": 1340, "table": 2, "nat_table": "n1", "peer": {}}]
+    out = manifest.gateway(gws, {"gateways": [{"interface": "lwg0"}, {"interface": "lwg1"}]}, lambda gw: [],
+                           lambda gw: [], {})
+    assert [(w["name"], w["mtu"]) for w in out["wireguard"]] == [("lwg0", None), ("lwg1", 1340)]
