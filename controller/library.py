@@ -30,6 +30,7 @@ _collection_importable()
 from ansible_collections.liqo.fabric.plugins.module_utils.api import conversion as api_conversion  # noqa: E402
 from ansible_collections.liqo.fabric.plugins.module_utils.api import storage_migration as api_storage_migration  # noqa: E402
 from ansible_collections.liqo.fabric.plugins.module_utils.gateway import key_rotation as gateway_key_rotation  # noqa: E402
+from ansible_collections.liqo.fabric.plugins.module_utils.gateway import path_mtu as gateway_path_mtu  # noqa: E402
 from ansible_collections.liqo.fabric.plugins.module_utils.gateway import plan as gateway_plan  # noqa: E402
 from ansible_collections.liqo.fabric.plugins.module_utils.health import daemon as health_daemon  # noqa: E402
 from ansible_collections.liqo.fabric.plugins.module_utils.health import metrics as health_metrics  # noqa: E402
@@ -56,6 +57,7 @@ __all__ = [
     "api_conversion",
     "api_storage_migration",
     "gateway_key_rotation",
+    "gateway_path_mtu",
     "gateway_plan",
     "health_daemon",
     "health_metrics",

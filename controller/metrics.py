@@ -80,6 +80,8 @@ _PEER_FAMILIES = (
     ("liqo_peer_latency_us", "gauge", "Round-trip time of the health probe through the tunnel (microseconds)"),
     ("liqo_peer_receive_bytes_total", "counter", "Bytes received from the peer (WireGuard)"),
     ("liqo_peer_transmit_bytes_total", "counter", "Bytes sent to the peer (WireGuard)"),
+    # a gateway pod's own tunnel (live_peers): with spec.mtu auto, what its path watch set
+    ("liqo_fabric_tunnel_mtu", "gauge", "MTU of the tunnel interface (with spec.mtu auto: what the path carries)"),
 )
 
 

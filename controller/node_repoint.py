@@ -1,6 +1,7 @@
 # Copyright: (c) 2026, liqo.fabric developers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""A node agent's overlay applied in process when a gateway pod changes (a failover, a rollout).
+"""A node agent's overlay applied in process when a gateway pod changes (a failover, a rollout) or a gateway's
+status.mtu does (spec.mtu auto: the path watch of the active gateway pod changed the tunnel's MTU).
 
 The node agent's playbook run (playbooks/internal/node_agent.yml) is the reference: it plans the node's overlay
 from the API and applies it, records the manifest for the drift checks and its result. But a run costs a spawn
@@ -84,9 +85,18 @@ class NodeRepoint(threading.Thread):
         return result
 
 
+GATEWAY_KINDS = ("GatewayServer", "GatewayClient")
+
+
+def _mtu(obj: Optional[dict]) -> Optional[dict]:
+    """A gateway's status.mtu: with spec.mtu auto, the MTU its path watch set on the tunnel, which the node's overlay
+    links take at once (a black hole below the links' MTU stalls every flow through them)."""
+    return ((obj or {}).get("status") or {}).get("mtu")
+
+
 class NodeRepointFeature(Feature):
     """The node mode's feature: a NodeRepoint thread per cluster, kicked by every Pod event (the gateway pods'
-    among them), ahead of the playbook run the same event queues."""
+    among them) and every change of a gateway's status.mtu, ahead of the playbook run the same event queues."""
 
     name = "node re-pointing"
 
@@ -100,7 +110,7 @@ class NodeRepointFeature(Feature):
         self.started.append(self.repoint[cs.name])
 
     def on_event(self, cs, kind: str, etype: str, obj: dict, old: Optional[dict]) -> None:
-        if kind == "Pod" and cs.name in self.repoint:
+        if cs.name in self.repoint and (kind == "Pod" or kind in GATEWAY_KINDS and _mtu(obj) != _mtu(old)):
             self.repoint[cs.name].kick()
 
     def threads(self) -> list:

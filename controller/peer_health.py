@@ -5,6 +5,12 @@ the pod's /metrics with Liqo's peer metrics (labels driver, cluster_id).
 The engine starts it when the pod becomes the active one and stops it when the pod stops or loses the Lease:
 a standby has no tunnel to probe. What it probes comes from the gateway's CR as the informer sees it (the
 tunnel's interface name is the plan's, derived from the cluster id, namespace, kind and name).
+
+With ``spec.mtu: auto`` it also runs the path's live watch, in a thread of its own (the agentless probe process's,
+module_utils/gateway/path_mtu.py Live): the first probe when the pod takes over (a failover: maybe another path),
+then every 10 s, at once when the peer's endpoint changes, a "fragmentation needed" arrives or the peer answers
+again after an Error; the tunnel's MTU set through the hysteresis and written to status.mtu of the gateway and the
+Connection, the interface's MTU on the pod's /metrics (liqo_fabric_tunnel_mtu).
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from typing import Callable, Dict, List, Optional
 
 from controller.engine.feature import Feature
 
+from controller.library import gateway_path_mtu as pmtu
 from controller.library import gateway_plan as gwplan
 from controller.library import health_metrics as phm
 from controller.library import health_prober as ph
@@ -35,9 +42,18 @@ def target_of(gateway: dict, cluster_id: str) -> Optional[dict]:
         return None
     gid = gwplan.gateway_id(cluster_id, meta.get("namespace"), meta.get("name"), kind)
     return {"interface": gwplan.interface_name(gid), "address": gwplan.TRANSIT[gwplan.KINDS[kind]][1],
-            "namespace": meta.get("namespace"), "connection_name": meta.get("name"),
+            "namespace": meta.get("namespace"), "connection_name": meta.get("name"), "kind": kind,
             "remote_cluster_id": (meta.get("labels") or {}).get(kube_client.REMOTE_CLUSTER_ID_LABEL, ""),
-            "client": kind == "GatewayClient"}
+            "client": kind == "GatewayClient", "mtu_auto": gwplan.mtu_auto(gateway)}
+
+
+def peer_mtu_cap(gateway: Optional[dict], public_keys: List[dict], cluster_id: str) -> Optional[int]:
+    """The tunnel MTU the peer announces (its PublicKey's networking.liqo.io/mtu, its own probe's): the cap of this
+    side's probe (both sides run the smaller value), None while unknown."""
+    if not gateway:
+        return None
+    pk, _ambiguous = gwplan.peer_public_key(public_keys, gateway, cluster_id)
+    return gwplan.announced_mtu(pk) if pk else None
 
 
 def read_cluster_id(api) -> str:
@@ -49,9 +65,14 @@ class GatewayHealth(threading.Thread):
     """Probes the peer of the gateway `gateway()` returns (the CR, or None while unknown) until stop()."""
 
     def __init__(self, api, gateway: Callable[[], Optional[dict]], cluster_id: Callable[[], str],
-                 port: int = ph.PORT, interval: float = ph.INTERVAL, threshold: int = ph.THRESHOLD):
+                 port: int = ph.PORT, interval: float = ph.INTERVAL, threshold: int = ph.THRESHOLD,
+                 mtu_cap: Optional[Callable[[], Optional[int]]] = None, mtu_watch=pmtu.Watch):
         super().__init__(name="peer-health", daemon=True)
         self.api, self.gateway, self.cluster_id = api, gateway, cluster_id
+        self.mtu_cap = mtu_cap or (lambda: None)
+        self.mtu_watch = mtu_watch          # the path's watch (module_utils/gateway/path_mtu.py Watch)
+        self.mtu_live = None                # spec.mtu auto: the running pmtu.Live
+        self._mtu_stop: Optional[threading.Event] = None
         self.port, self.interval, self.threshold = port, interval, threshold
         self.halt = threading.Event()
         self.spec: Optional[dict] = None
@@ -68,6 +89,25 @@ class GatewayHealth(threading.Thread):
         self.halt.set()
         if self.is_alive():
             self.join(timeout)
+        self._stop_path_mtu()
+
+    def _start_path_mtu(self, spec: Optional[dict]) -> None:
+        """spec.mtu auto: the path's watch of a new target in its own thread (a probe of a black hole waits out its
+        timeouts: the pings go on meanwhile); its first probe runs at once, this pod having just taken over."""
+        self._stop_path_mtu()
+        if not (spec and spec.get("mtu_auto")):
+            return
+        watch = self.mtu_watch(spec["interface"], spec["address"], cap=self.mtu_cap())
+        self.mtu_live = pmtu.Live(watch, self.api, spec["kind"], spec["namespace"], spec["connection_name"],
+                                  on_change=_log_mtu_change(spec["interface"]))
+        self._mtu_stop = threading.Event()
+        threading.Thread(target=self.mtu_live.run, args=(self._mtu_stop,), name="path-mtu", daemon=True).start()
+        log.info("path MTU watch started", extra={"fields": {"interface": spec["interface"]}})
+
+    def _stop_path_mtu(self) -> None:
+        if self._mtu_stop:
+            self._mtu_stop.set()
+        self.mtu_live, self._mtu_stop = None, None
 
     def _resolve(self) -> Optional[dict]:
         gw = self.gateway()
@@ -105,6 +145,10 @@ class GatewayHealth(threading.Thread):
             self.spec, self.written = spec, None
             with self.counter_lock:
                 self.counter = phm.Counters(spec["interface"]) if spec else None
+            self._start_path_mtu(spec)
+        live = self.mtu_live
+        if live:
+            live.watch.cap = self.mtu_cap()   # the peer announces what its own probe found
         if spec and prober is None:   # a new target, or the last tick failed: the state is kept
             prober = ph.Prober(spec["interface"], spec["address"], self.port, self.interval)
         if prober is None:
@@ -119,7 +163,10 @@ class GatewayHealth(threading.Thread):
             self.halt.wait(self.interval)
             answered, rtt, why = False, None, "probe failed: %s" % exc
         self.probes += 1
+        before = self.state.value
         changed = self.state.observe(answered, rtt, why=why)
+        if live and changed and before == ph.ERROR and self.state.value == ph.CONNECTED:
+            live.watch.kick("reconnected")  # the peer back after a failure (its failover, a restart): maybe another path
         due = self.state.value == ph.CONNECTED and (
             self.written is None or time.monotonic() - self.written >= STATUS_INTERVAL)
         if (changed and self.state.value != ph.CONNECTING) or due:
@@ -165,7 +212,33 @@ class GatewayHealth(threading.Thread):
             return []
         with self.counter_lock:
             counters = self.counter.read() if self.counter else phm.transfer(spec["interface"])
-        return [phm.sample(spec.get("remote_cluster_id"), s.value == ph.CONNECTED, s.latency_us, counters)]
+        live = self.mtu_live
+        return [phm.sample(spec.get("remote_cluster_id"), s.value == ph.CONNECTED, s.latency_us, counters,
+                           _link_mtu(spec["interface"], live.watch if live else None))]
+
+    def path_mtu(self) -> Optional[dict]:
+        """The path watch's view (spec.mtu auto), else None."""
+        live = self.mtu_live
+        return live.snapshot() if live else None
+
+
+def _log_mtu_change(interface: str) -> Callable:
+    def changed(old: Optional[int], status: dict, why: Optional[str]) -> None:
+        if "error" in status:
+            log.warning("path MTU not probed", extra={"fields": {"interface": interface, "error": status["error"]}})
+            return
+        log.info("tunnel MTU changed", extra={"fields": {
+            "interface": interface, "from": old, "to": status.get("value"), "path_mtu": status.get("pathMTU"),
+            "why": why}})
+    return changed
+
+
+def _link_mtu(interface: str, watch=None) -> Optional[int]:
+    """The tunnel's MTU for the metric (not the size a probe of the path raised it to for a moment)."""
+    try:
+        return watch.interface_mtu() if watch else pmtu.link_mtu(interface)
+    except (OSError, ValueError):
+        return None
 
 
 class HealthCollector:
@@ -213,7 +286,10 @@ class PeerHealthFeature(Feature):
             obj = cs.obj(kind, key)
             return dict(obj, kind=kind) if obj else None
 
-        h = GatewayHealth(cs.api, gateway, lambda: self.cluster_id(cs))
+        def mtu_cap() -> Optional[int]:
+            return peer_mtu_cap(gateway(), _cached(cs, "PublicKey"), self.cluster_id(cs))
+
+        h = GatewayHealth(cs.api, gateway, lambda: self.cluster_id(cs), mtu_cap=mtu_cap)
         self._health[cs.name] = h
         self.collector.health = h
         h.start()
@@ -224,3 +300,14 @@ class PeerHealthFeature(Feature):
             if self.collector.health is h:
                 self.collector.health = None
             h.stop()
+
+
+def _cached(cs, kind: str) -> List[dict]:
+    """The objects of `kind` in the cluster's informer cache (a copy: the informer's thread replaces them)."""
+    inf = cs.informers.get(kind)
+    for _attempt in range(3):
+        try:
+            return list(inf.cache.values()) if inf else []
+        except RuntimeError:   # the cache changed size while copied
+            continue
+    return []

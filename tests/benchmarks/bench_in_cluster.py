@@ -244,6 +244,7 @@ def run():
         scenarios = [
             ("wrong public key", lambda: icl.wrong_public_key_held(lab, figures)),
             ("MTU mismatch", lambda: icl.mtu_mismatch_and_back(lab, figures)),
+            ("path MTU auto", lambda: icl.path_mtu_auto(lab, figures)),
             ("tunnel dropped", lambda: icl.tunnel_dropped_and_back(lab, figures)),
             ("every pod pair", lambda: icl.probe_every_pod_pair(lab, figures)),
             ("throughput", lambda: throughput(lab, figures)),

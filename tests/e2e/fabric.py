@@ -9,6 +9,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 
@@ -170,6 +171,38 @@ def translate(address: str, from_cidr: str, to_cidr: str) -> str:
     src, dst = ipaddress.ip_network(from_cidr), ipaddress.ip_network(to_cidr)
     host = int(ipaddress.ip_address(address)) - int(src.network_address)
     return str(ipaddress.ip_address(int(dst.network_address) + host))
+
+
+class ChangeRecorder:
+    """What read(name) gives for each of `names`, read every `period` seconds in a thread until stop(): the first
+    value and each change after it (a read that fails is skipped: the next one counts)."""
+
+    def __init__(self, names, read, period: float = 0.2):
+        self.read, self.period = read, period
+        self.seen = {name: [read(name)] for name in names}
+        self.halt = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        while not self.halt.wait(self.period):
+            self.read_all()
+
+    def read_all(self):
+        for name, seen in self.seen.items():
+            try:
+                value = self.read(name)
+            except Exception:  # pylint: disable=broad-except  # a reply cut short, an API hiccup: the next read
+                continue
+            if value != seen[-1]:
+                seen.append(value)
+
+    def stop(self) -> dict:
+        """{name: the values seen}."""
+        self.halt.set()
+        self.thread.join(timeout=10)
+        self.read_all()
+        return self.seen
 
 
 def wait_for(predicate, timeout: float = 30, interval: float = 0.5, what: str = "condition"):

@@ -18,13 +18,14 @@ import json
 import os
 import re
 import subprocess
+import sys
 import threading
 import time
 
 import yaml
 
 from tests.conftest import ROOT
-from tests.e2e.fabric import PingFlow, longest_gap, wait_for
+from tests.e2e.fabric import ChangeRecorder, PingFlow, longest_gap, wait_for
 from tests.e2e import real_nodes
 from tests.e2e.real_nodes import kubectl, kubectl_binary
 from tests.lab import netns
@@ -1091,3 +1092,175 @@ def load_balancer_switch(lab, figures: dict | None = None) -> None:
         lb.stop()
     wan0 = netns.run(["ip", "-n", lb.speaker.netns, "-br", "addr", "show", "wan0"]).stdout
     assert not lb.assigned and "/32" not in wan0, wan0
+
+
+# ------------------------------------------------------------------------------------------- spec.mtu auto in-cluster
+
+MTU_PORT = 7100
+
+
+def _in_netns(pid: int) -> list:
+    return ["nsenter", f"--net=/proc/{pid}/ns/net"]
+
+
+def pod_transfer(client_pid: int, server_pid: int, address: str, stall: float = 8) -> tuple:
+    """(outcome, bytes sent, bytes received back) of ~10 MB from the client's netns to `address` in 1,400-byte writes
+    and as many back (tests/e2e/test_path_mtu.py's sink and source, run by the host's Python in the pods' netns);
+    outcome done, or stalled (no progress for `stall` seconds)."""
+    from tests.e2e.test_path_mtu import SINK, SOURCE, TOTAL  # pylint: disable=import-outside-toplevel
+    sink = subprocess.Popen(_in_netns(server_pid) + [sys.executable, "-c", SINK, str(MTU_PORT), str(stall)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert sink.stdout.readline().strip() == "ready", sink.stderr.read()
+        proc = subprocess.run(_in_netns(client_pid) + [sys.executable, "-c", SOURCE, address, str(MTU_PORT), str(TOTAL),
+                                                       str(stall)], capture_output=True, text=True, timeout=300, check=False)
+    finally:
+        sink.terminate()
+        sink.wait(timeout=10)
+    words = proc.stdout.split()
+    assert words and words[0] in ("done", "stalled"), proc.stdout + proc.stderr
+    return words[0], int(words[1]), int(words[2])
+
+
+def _link_mtus(pid: int, prefix: str) -> list:
+    """The MTUs of the links named `prefix`* in the netns of `pid`."""
+    out = subprocess.run(_in_netns(pid) + ["ip", "-o", "link", "show"], capture_output=True, text=True, check=True).stdout
+    return [int(line.split(" mtu ")[1].split()[0]) for line in out.splitlines()
+            if line.split(":")[1].strip().split("@")[0].startswith(prefix)]
+
+
+def overlay_mtus(cluster, gateway_pid: int) -> set:
+    """The MTUs of the overlay: every node's link to the gateway pod and the pod's links to the nodes."""
+    mtus = set(_link_mtus(gateway_pid, "lovn"))
+    for n in cluster.nodes:
+        out = netns.run(["ip", "netns", "exec", n.netns, "ip", "-o", "link", "show"]).stdout
+        mtus |= {int(line.split(" mtu ")[1].split()[0]) for line in out.splitlines() if ": lovg" in line}
+    return mtus
+
+
+def _gateways(lab) -> list:
+    return [(lab["a"], "gatewayclient", "client"), (lab["b"], "gatewayserver", "server")]
+
+
+def _status_mtu(cluster, kind: str, name: str) -> dict:
+    return (get_json(cluster, kind, name).get("status") or {}).get("mtu") or {}
+
+
+def path_mtu_state(cluster) -> str:
+    """What a failed wait of the path MTU scenario prints: each gateway pod's links with their MTU, the route to the
+    peer's endpoint (a "fragmentation needed" recorded) and what its path watch logged."""
+    out = []
+    for p in cluster.kube.core.list_namespaced_pod("default", label_selector="networking.liqo.io/component=gateway").items:
+        name = p.metadata.name
+        for cmd in (["ip", "-o", "link"], ["sh", "-c", "ip route get $(wg show all endpoints | awk '{print $3}' | cut -d: -f1 | head -1)"]):
+            res = kubectl(cluster, "exec", name, "--", *cmd, check=False)
+            out.append(f"{cluster.name} pod {name} $ {' '.join(cmd)}\n{res.stdout}{res.stderr}")
+        out += [f"{cluster.name} pod {name}: {json.dumps(r)}" for r in controller_logs_of(cluster, name, "default")
+                if "MTU" in str(r.get("msg")) or "probe" in str(r.get("msg"))][-20:]
+    return "\n".join(out)
+
+
+def _wait_tunnels(lab, pids: dict, mtu: int, what: str, timeout: float = 60) -> None:
+    """Both active gateway pods' tunnel at `mtu` (read outside a probe: twice, 0.3 s apart), status.mtu of both
+    gateways and their Connections too, every overlay link of both clusters at `mtu`."""
+    for c, kind, name in _gateways(lab):
+        pid = pids[c.name]
+        try:
+            wait_for(lambda pid=pid: _link_mtus(pid, "lwg") == [mtu] and not time.sleep(0.3)
+                     and _link_mtus(pid, "lwg") == [mtu], timeout=timeout, what=f"{c.name}: the tunnel at {mtu} ({what})")
+        except AssertionError:
+            print(path_mtu_state(lab["a"]), path_mtu_state(lab["b"]), sep="\n", flush=True)
+            raise
+        wait_for(lambda c=c, kind=kind, name=name: _status_mtu(c, kind, name).get("value") == mtu, timeout=30,
+                 what=f"{c.name}: {kind} status.mtu {mtu}")
+        assert _status_mtu(c, kind, name)["source"] == "probed", _status_mtu(c, kind, name)
+        wait_for(lambda c=c: ((next(iter(get_json(c, "connections")["items"]), {}).get("status") or {}).get("mtu") or {})
+                 == {"value": mtu, "source": "probed"}, timeout=30, what=f"{c.name}: the Connection's status.mtu {mtu}")
+        wait_or_dump([c], lambda c=c, pid=pid: overlay_mtus(c, pid) == {mtu}, timeout=30,
+                     what=f"{c.name}: every overlay link at {mtu} ({what})")
+
+
+def path_mtu_auto(lab, figures: dict | None = None) -> None:
+    """spec.mtu auto on both gateways, the lab's routed WAN at 1380 bytes: with the router's ICMP "fragmentation
+    needed", then as a black hole, both Connected, the tunnels and every overlay link at 1312 (status.mtu probed),
+    10 MB in 1,400-byte writes each way between pods on nodes without the active gateway pods. The path lowered to a
+    1300-byte black hole during a transfer: the tunnels and the overlay links follow (1232), the transfer completes;
+    the path back to 1500: both grow to 1440, one change each way (status.mtu read all along). spec.mtu 1340 and the
+    plain path back at the end."""
+    figures = {} if figures is None else figures
+    a, b = lab["a"], lab["b"]
+    gw = {"a": active_gateway(a, "client"), "b": active_gateway(b, "server")}
+    pids = {c: host_pid(lab[c], gw[c].metadata.name) for c in ("a", "b")}
+    paths = iperf_paths(lab)["pod"]
+    a_pid, b_pid, b_addr = paths[0], paths[1], paths[2]
+    view_b = get_json(b, "configurations", "crimson-field")["status"]["remote"]["cidr"]["pod"][0]
+    src_a = next(p for p in workload_pods(a) if host_pid(a, p.metadata.name) == a_pid)
+    a_addr = remapped(src_a.status.pod_ip, view_b)
+
+    def both_ways(stall=8):
+        return pod_transfer(a_pid, b_pid, b_addr, stall), pod_transfer(b_pid, a_pid, a_addr, stall)
+
+    def flush_route_caches():   # a "fragmentation needed" the router sent lives 10 minutes in a route cache
+        for pid in pids.values():
+            subprocess.run(_in_netns(pid) + ["ip", "route", "flush", "cache"], check=True)
+        for c in (a, b):
+            for n in c.gateway_nodes:
+                netns.run(["ip", "netns", "exec", n.netns, "ip", "route", "flush", "cache"])
+
+    done = ("done", 1400 * 7490, 1400 * 7490)
+    rec = None
+    lab.wan.set_path(1380, icmp=True)
+    try:
+        t0 = time.monotonic()
+        for c, kind, name in _gateways(lab):
+            kubectl(c, "patch", kind, name, "--type", "merge", "-p", json.dumps({"spec": {"mtu": "auto"}}))
+        _wait_tunnels(lab, pids, 1312, "spec.mtu auto, a 1380-byte path")
+        figures["spec.mtu auto -> both tunnels and overlays at the probed MTU (s)"] = round(time.monotonic() - t0, 1)
+        for c in (a, b):
+            assert connection_status(c)[0] == "Connected", connection_status(c)
+            remote = cluster_id(b if c is a else a)
+            wait_for(lambda c=c, remote=remote: peer_metric(c, gw[c.name].metadata.name, "liqo_fabric_tunnel_mtu",
+                                                            remote) == 1312, timeout=30,
+                     what=f"{c.name}: liqo_fabric_tunnel_mtu 1312 on the gateway pod's /metrics")
+        assert both_ways() == (done, done)
+
+        lab.wan.set_path(1380, icmp=False)          # the same path as a black hole
+        flush_route_caches()
+        assert both_ways() == (done, done)
+
+        # the tunnel MTUs both gateways publish (what the path watch, or a run's probe, set; the overlay follows it)
+        rec = ChangeRecorder(("a", "b"), lambda n: _status_mtu(*next(g for g in _gateways(lab) if g[0].name == n)).get("value"),
+                             period=0.5)
+        result = {}
+        worker = threading.Thread(target=lambda: result.update(out=pod_transfer(a_pid, b_pid, b_addr, stall=60)))
+        worker.start()
+        time.sleep(0.5)
+        t1 = time.monotonic()
+        lab.wan.set_path(1300, icmp=False)          # lowered while a transfer runs
+        _wait_tunnels(lab, pids, 1232, "a 1300-byte black hole")
+        figures["path lowered to 1300 (black hole) -> tunnels and overlays at 1232 (s)"] = round(time.monotonic() - t1, 1)
+        worker.join(timeout=300)
+        assert result.get("out") == done, result
+
+        t2 = time.monotonic()
+        lab.wan.set_path(1500, icmp=False)
+        _wait_tunnels(lab, pids, 1440, "the path back at 1500", timeout=120)
+        figures["path back to 1500 -> tunnels and overlays at 1440 (s)"] = round(time.monotonic() - t2, 1)
+        time.sleep(12)                              # one more period of the watch: no flapping after the raise
+        seen = rec.stop()
+        assert seen == {"a": [1312, 1232, 1440], "b": [1312, 1232, 1440]}, seen   # one change each way
+        assert both_ways() == (done, done)
+    finally:
+        if rec:
+            rec.stop()
+        lab.wan.set_path(1500, icmp=True)
+        flush_route_caches()
+        for c, kind, name in _gateways(lab):
+            kubectl(c, "patch", kind, name, "--type", "merge", "-p", json.dumps({"spec": {"mtu": 1340}}), check=False)
+    for c, kind, name in _gateways(lab):
+        wait_for(lambda c=c, kind=kind, name=name: (_status_mtu(c, kind, name).get("value"),
+                                                    _status_mtu(c, kind, name).get("source")) == (1340, "configured"),
+                 timeout=120, what=f"{c.name}: status.mtu back at the configured 1340")
+        wait_for(lambda c=c: _link_mtus(pids[c.name], "lwg") == [1340] and overlay_mtus(c, pids[c.name]) == {1340},
+                 timeout=60, what=f"{c.name}: the tunnel and the overlay back at 1340")
+        wait_for(lambda c=c: connection_status(c)[0] == "Connected", timeout=60, what=f"{c.name}: Connected at 1340")

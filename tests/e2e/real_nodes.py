@@ -71,8 +71,9 @@ def assert_no_residue(after: dict, before: dict) -> None:
 
 
 def new_lab() -> Lab:
-    """The lab's shape, not yet up."""
-    return Lab([{"name": "a"}, {"name": "b"}], pod_cidr="10.243.0.0/16", nodes=3, real_nodes=True)
+    """The lab's shape, not yet up. The WAN is routed (tests/lab/wan.py): the path MTU between the gateway hosts can
+    be lowered (test_in_cluster's spec.mtu auto)."""
+    return Lab([{"name": "a"}, {"name": "b"}], pod_cidr="10.243.0.0/16", nodes=3, real_nodes=True, wan_routed=True)
 
 
 def gateway_hosts_on_the_wan(cluster) -> None:

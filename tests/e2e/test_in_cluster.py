@@ -30,7 +30,7 @@ pytest.register_assert_rewrite("tests.e2e.in_cluster_lab")
 from tests.e2e.in_cluster_lab import (  # noqa: E402  pylint: disable=wrong-import-position
     DEPLOY, acting_controller, active_gateway, cluster_id, condition, connect, drift_faults_one_by_one,
     failover_to_the_standby, get_json, idle, install, iperf_paths, iperf_run, load_balancer_switch, mtu_mismatch_and_back,
-    node_added_and_removed, node_agent_replaced_under_ping, pod_memory, pod_port_routes, pods,
+    node_added_and_removed, node_agent_replaced_under_ping, path_mtu_auto, pod_memory, pod_port_routes, pods,
     probe_every_pod_pair, ready_pods,
     tunnel_dropped_and_back, verify_rows, verify_services, wrong_public_key_held)
 
@@ -210,6 +210,14 @@ def test_an_mtu_mismatch_ends_in_error_with_the_reason(connected, installed):
     values, and stays so although the tunnel's probes still answer (the probe does not clear the plan's error);
     the annotation gone, Connected again."""
     mtu_mismatch_and_back(installed)
+
+
+def test_spec_mtu_auto_finds_the_path_and_follows_it(connected, installed):
+    """spec.mtu auto on both gateways, the WAN's router at 1380 bytes (with ICMP, then a black hole): the active
+    gateway pods' path watch sets the tunnels, every node's overlay links follow (status.mtu), 10 MB cross both
+    ways in 1,400-byte writes; lowered to 1300 during a transfer, the tunnels and the links follow and the transfer
+    completes; back at 1500, they grow back, one change each way. spec.mtu 1340 again at the end."""
+    path_mtu_auto(installed)
 
 
 def test_live_peer_health_in_the_active_gateway_pods(connected, installed):

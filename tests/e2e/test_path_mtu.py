@@ -150,37 +150,20 @@ def live_mtu(cluster):
     return ((watch(cluster) or {}).get("status") or {}).get("value")
 
 
-class MtuRecorder:
+class MtuRecorder(fabric.ChangeRecorder):
     """The tunnel MTUs the live probes of both clusters set, read every 0.2 s while a scenario runs: each change is
     recorded, with the changes the watches counted."""
 
     def __init__(self, lab):
-        self.lab, self.seen = lab, {name: [live_mtu(lab[name])] for name in ("a", "b")}
+        self.lab = lab
         self.changes = {name: dict(watch(lab[name])["changes"]) for name in ("a", "b")}
-        self.stop_event = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self):
-        while not self.stop_event.wait(0.2):
-            self._read()
-
-    def _read(self):
-        for name, seen in self.seen.items():
-            try:
-                mtu = live_mtu(self.lab[name])
-            except Exception:  # pylint: disable=broad-except  # a reply cut by the probe process's restart: next read
-                continue
-            if mtu != seen[-1]:
-                seen.append(mtu)
+        super().__init__(("a", "b"), lambda name: live_mtu(lab[name]))
 
     def stop(self):
         """{cluster: the MTUs seen}, {cluster: {lower, raise}: the changes made meanwhile}."""
-        self.stop_event.set()
-        self.thread.join(timeout=5)
-        self._read()
+        seen = super().stop()
         after = {name: watch(self.lab[name])["changes"] for name in ("a", "b")}
-        return self.seen, {name: {k: after[name][k] - self.changes[name][k] for k in after[name]} for name in after}
+        return seen, {name: {k: after[name][k] - self.changes[name][k] for k in after[name]} for name in after}
 
 
 def test_fixed_1340_through_a_black_hole_passes_small_requests_and_stalls_transfers(lab):

@@ -4,6 +4,7 @@ to the Connection, Error after 3 lost probes once the responder stops, Connected
 feeds the pod's /metrics (Metrics.live_peers) with Liqo's names and labels. The API is a recorder of the requests (the
 writes are what is asserted); the sockets are real."""
 import socket
+import subprocess
 import threading
 import time
 
@@ -146,3 +147,106 @@ def test_the_thread_outlives_failing_ticks(monkeypatch):
         h.stop()
         responder.halt.set()
     assert not h.is_alive()
+
+
+class MtuApi(Api):
+    """Api, and the status.mtu merge patches of the gateway and its Connection recorded by path."""
+
+    def __init__(self):
+        super().__init__()
+        self.mtu = []   # (gateway | connection, status.mtu)
+
+    def request(self, method, path, query=None, body=None, content_type="application/json", timeout=None):
+        if method == "PATCH" and "mtu" in (body or {}).get("status", {}):
+            with self.lock:
+                assert content_type == "application/merge-patch+json"
+                assert path in ("/apis/networking.liqo.io/v1beta1/namespaces/liqo-tenant-b/gatewayservers/server/status",
+                                "/apis/networking.liqo.io/v1beta1/namespaces/liqo-tenant-b/connections/server/status"), path
+                self.mtu.append(("gateway" if "/gatewayservers/" in path else "connection", body["status"]["mtu"]))
+                return {}
+        return super().request(method, path, query, body, content_type, timeout)
+
+
+class Path:
+    """The tunnel's path as the watch sees it: `ip route get` towards the peer's endpoint (no "fragmentation needed"
+    recorded) and the echo requests of the probe crossing when their outer datagram fits `mtu` (a black hole above);
+    the interface's MTU as `ip link set` leaves it."""
+
+    def __init__(self, mtu, interface_mtu=1340):
+        self.mtu, self.interface_mtu, self.sets, self.lock = mtu, interface_mtu, [], threading.Lock()
+
+    def run(self, argv, **_kw):
+        if argv[:3] == ["ip", "route", "get"]:
+            return subprocess.CompletedProcess(argv, 0, "192.0.2.2 dev wan0 src 192.0.2.1 uid 0\n    cache", "")
+        assert argv[:5] == ["ip", "link", "set", "dev", "lwgtest"], argv
+        with self.lock:
+            self.interface_mtu = int(argv[-1])
+            self.sets.append(self.interface_mtu)
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+    def send(self, inner):
+        return inner + 60 <= self.mtu
+
+
+def test_auto_runs_the_path_watch_in_the_active_pod(monkeypatch):
+    """spec.mtu auto: the active pod's peer health runs the path's watch (module_utils/gateway/path_mtu.py): its first
+    probe at once (a pod that takes over), the tunnel set to what crosses a 1380-byte path, status.mtu written to the
+    gateway and the Connection, the MTU on /metrics; a path lowered to 1300 is followed; the peer answering again
+    after an Error (a failover) is probed at once, not at the next period; the peer's announced MTU caps it. The
+    interface and the path are the recorded `ip` commands and the probes' sizes; the pings are real."""
+    gateway = dict(GATEWAY, spec={"mtu": "auto"})
+    target = peer_health.target_of(gateway, "cluster-a")
+    assert target["mtu_auto"] and target["kind"] == "GatewayServer"
+    assert not peer_health.target_of(GATEWAY, "cluster-a")["mtu_auto"]
+    monkeypatch.setattr(peer_health, "target_of", lambda gw, cid: dict(target, interface="lo", address="127.0.0.2"))
+    path = Path(1380)
+    pm = peer_health.pmtu
+    monkeypatch.setattr(pm, "peer_endpoint_ip", lambda interface, key=None: "192.0.2.2")
+    monkeypatch.setattr(pm, "link_mtu", lambda dev: path.interface_mtu if dev == "lwgtest" else 1500)
+    cap = {"value": None}
+
+    def watch(interface, address, cap=None):
+        assert (interface, address) == ("lo", "127.0.0.2")
+        return pm.Watch("lwgtest", address, cap=cap, period=0.5, run=path.run, send=path.send)
+
+    api = MtuApi()
+    responder = Responder()
+    responder.start()
+    h = peer_health.GatewayHealth(api, lambda: gateway, lambda: "cluster-a", port=PORT, interval=0.2, threshold=3,
+                                  mtu_cap=lambda: cap["value"], mtu_watch=watch)
+    collector = peer_health.HealthCollector()
+    metrics = Metrics()
+    metrics.live_peers = collector.samples
+    collector.health = h
+    h.start()
+    try:
+        probed = {"value": 1312, "source": "probed", "probed": 1312, "pathMTU": 1372}
+        wait(lambda: ("connection", {"value": 1312, "source": "probed"}) in api.mtu)
+        assert ("gateway", probed) in api.mtu and path.interface_mtu == 1312
+        assert 'liqo_fabric_tunnel_mtu{cluster_id="cluster-b",driver="wireguard"} 1312.0' in metrics.render().decode()
+        assert h.path_mtu()["status"] == probed and h.path_mtu()["written"] == probed
+
+        path.mtu = 1300                          # the path shrinks while connected: the next probe lowers at once
+        wait(lambda: path.interface_mtu == 1232)
+        wait(lambda: ("connection", {"value": 1232, "source": "probed"}) in api.mtu)
+        assert h.path_mtu()["changes"] == {"lower": 1, "raise": 0}
+
+        h.mtu_live.watch.period = 3600           # no periodic probe from now on: what follows is the reconnection's
+        probes = h.path_mtu()["probes"]
+        responder.mute.set()
+        wait(lambda: api.status.get("value") == "Error")
+        path.mtu = 1500
+        responder.mute.clear()
+        wait(lambda: api.status.get("value") == "Connected")
+        wait(lambda: h.path_mtu()["probes"] > probes)
+        assert h.path_mtu()["last_probe"]["reason"] == "reconnected"
+        assert path.interface_mtu == 1232        # a larger size is confirmed before the tunnel grows
+
+        cap["value"] = 1200                      # the peer announces a smaller MTU: the next probe takes it
+        h.mtu_live.watch.kick("test")
+        wait(lambda: path.interface_mtu == 1200)
+        wait(lambda: ("gateway", {"value": 1200, "source": "probed", "probed": 1440, "pathMTU": 1500}) in api.mtu)
+    finally:
+        h.stop()
+        responder.halt.set()
+    assert not h.is_alive() and h.mtu_live is None

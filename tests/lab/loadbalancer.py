@@ -3,8 +3,9 @@
 What a cloud's (or MetalLB's layer-2 mode's) load balancer does for a Service of type LoadBalancer, reduced to
 the lab's WAN: an address from a pool of WAN addresses is given to the Service (its
 `status.loadBalancer.ingress`) and announced on the WAN by one of the cluster's WAN-attached nodes (the address
-on its `wan0`, so it answers ARP for it). Traffic to that address then enters the node, where kube-proxy's rules
-for load-balancer ingress addresses send it to the Service's endpoints, as on a cloud. A thread polls the
+on its `wan0`, so it answers ARP for it; on a routed WAN the router gets a route to it through that node).
+Traffic to that address then enters the node, where kube-proxy's rules for load-balancer ingress addresses send it
+to the Service's endpoints, as on a cloud. A thread polls the
 Services (0.3 s); `stop()` takes every address back. The lab creates nothing else.
 """
 from __future__ import annotations
@@ -65,11 +66,19 @@ class LabLoadBalancer(threading.Thread):
             return None   # as a cloud would: the Service stays pending
         self.assigned[key] = free[0]
         netns.ip_batch([f"addr add {free[0]}/32 dev wan0"], netns=self.speaker.netns)
+        if self._router():   # a routed WAN (LabWan(routed=True)): the router sends the address to the speaker
+            netns.ip_batch([f"route replace {free[0]}/32 via {self.speaker.wan_ip.split('/')[0]}"], netns=self._router())
         return free[0]
+
+    def _router(self) -> str | None:
+        wan = getattr(self.cluster, "wan", None)
+        return wan.netns if wan is not None and wan.routed else None
 
     def _release(self, key: str) -> None:
         address = self.assigned.pop(key)
         netns.run(["ip", "-n", self.speaker.netns, "addr", "del", f"{address}/32", "dev", "wan0"], check=False)
+        if self._router():
+            netns.run(["ip", "-n", self._router(), "route", "del", f"{address}/32"], check=False)
 
     def stop(self) -> None:
         self.halt.set()

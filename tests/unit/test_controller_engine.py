@@ -550,7 +550,7 @@ def test_a_gateway_pods_takeover_and_lost_lease_keep_their_order(tmp_path, monke
     monkeypatch.setattr(gateway_ha.os, "kill", lambda pid, sig: calls.append(("kill", sig)))
 
     class Probe:
-        def __init__(self, api, gateway, cluster_id):
+        def __init__(self, api, gateway, cluster_id, **_kw):
             self.cluster_id = cluster_id
 
         def start(self):

@@ -77,3 +77,33 @@ def test_webhook_secret_without_its_keys_is_named(tmp_path):
     with pytest.raises(ValueError, match="Secret liqo/tls has no tls.crt and tls.key"):
         sync.sync_once()
     assert not (tmp_path / "c").exists()
+
+
+def test_a_gateways_status_mtu_reaches_the_node_agents_and_the_gateway_pods():
+    """spec.mtu auto: the active gateway pod's path watch writes status.mtu; every node agent's overlay links and the
+    gateway pods' end of them take it. It is an input of both modes' gateway entries (a run follows), and a node
+    agent re-points its overlay in process at once (NodeRepointFeature), on a change of status.mtu only."""
+    import os  # pylint: disable=import-outside-toplevel
+    import threading  # pylint: disable=import-outside-toplevel
+    from controller import node_repoint  # pylint: disable=import-outside-toplevel
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    entries = watchmap.load(os.path.join(root, "controller", "watches-in-cluster.yaml"), os.path.join(root, "playbooks"))
+    gateways = [e for e in entries if e.kind in ("GatewayServer", "GatewayClient") and set(e.modes) & {"node", "gateway"}]
+    assert len(gateways) == 4 and all("status.mtu" in e.inputs for e in gateways), [(e.kind, e.modes) for e in gateways]
+
+    class Cluster:
+        name, kubeconfig = "a", None
+
+    class Engine:
+        clusters, stop = {"a": Cluster()}, threading.Event()
+    feature = node_repoint.NodeRepointFeature(Engine(), "node-1")
+    wanted = feature.repoint["a"].wanted
+    old = {"metadata": {"name": "server"}, "spec": {"mtu": "auto"}, "status": {"mtu": {"value": 1312, "source": "probed"}}}
+    new = dict(old, status={"mtu": {"value": 1232, "source": "probed"}})
+    feature.on_event(Cluster(), "GatewayServer", "MODIFIED", dict(old, metadata={"name": "server", "generation": 2}), old)
+    assert not wanted.is_set()                   # another change of the gateway: the playbook run's
+    feature.on_event(Cluster(), "GatewayServer", "MODIFIED", new, old)
+    assert wanted.is_set()
+    wanted.clear()
+    feature.on_event(Cluster(), "GatewayClient", "ADDED", new, None)
+    assert wanted.is_set()

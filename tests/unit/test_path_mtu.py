@@ -1,6 +1,7 @@
 """spec.mtu auto: the plan's MTU and its source, the peers' agreement on the smaller value, WireGuard's padding and
 overhead, the binary search, the "fragmentation needed" seen through the kernel's route exception, and the
 hysteresis that lowers at once and raises only after a confirmed larger size (module_utils/gateway/path_mtu.py)."""
+import os
 import subprocess
 
 import pytest
@@ -150,6 +151,33 @@ def test_probe_below_the_current_mtu_leaves_the_interface_alone(monkeypatch):
     assert res.tunnel_mtu == 1328 and host.mtus == []
 
 
+def test_a_rebuild_of_a_probed_tunnel_lowers_it_but_leaves_growing_to_the_watch(monkeypatch, tmp_path):
+    """gateway_dataplane probes the path at every run; once the live watch set the tunnel (status.mtu probed), a run
+    lowers it at once if the path shrank but does not grow it past the watch's hysteresis (grow=False)."""
+    host = _Host(1500)
+    iface = {"mtu": 1232}
+
+    def run(argv, **kw):
+        out = host.run(argv, **kw)
+        if argv[:3] == ["ip", "link", "set"]:
+            iface["mtu"] = int(argv[-1])
+        return out
+    monkeypatch.setattr(pm, "LOCK_DIR", str(tmp_path))
+    monkeypatch.setattr(pm, "peer_endpoint_ip", lambda interface, key=None: "192.0.2.2")
+    monkeypatch.setattr(pm, "link_mtu", lambda dev: iface["mtu"] if dev == "lwg0" else host.local)
+    monkeypatch.setattr(pm, "ping", lambda interface, address, size, **kw: (host.send(size + pm.ICMP_HEADERS), None))
+    out = pm.probe_and_set("lwg0", "169.254.18.1", grow=False, run=run)
+    assert out["mtu_status"] == {"value": 1232, "source": "probed", "probed": 1440, "pathMTU": 1500}
+    assert not out["changed"] and iface["mtu"] == 1232 and host.mtus[-1] == 1232   # raised for the probe only
+    host.path = 1300
+    iface["mtu"] = 1312
+    out = pm.probe_and_set("lwg0", "169.254.18.1", grow=False, run=run)
+    assert out["changed"] and iface["mtu"] == 1232 and out["mtu_status"]["value"] == 1232
+    host.path = 1500
+    assert pm.probe_and_set("lwg0", "169.254.18.1", run=run)["changed"] and iface["mtu"] == 1440   # a first build
+    assert os.listdir(tmp_path) == ["liqo-fabric-path-mtu-lwg0.lock"]
+
+
 def test_mtu_status_caps_by_the_peer_and_keeps_the_current_when_nothing_crosses():
     assert pm.mtu_status(1440, "192.0.2.2", cap=1312) == {"value": 1312, "source": "probed", "probed": 1440,
                                                           "pathMTU": 1500}
@@ -244,6 +272,34 @@ def test_a_probe_cut_short_puts_the_interface_back(monkeypatch):
     watch = pm.Watch("lwg0", "169.254.18.1", run=host.run, send=host.send)
     watch.restore()
     assert host.mtus == []                      # no probe running: nothing to put back
+    assert watch.interface_mtu() == 1312
+    monkeypatch.setattr(pm, "link_mtu", lambda dev: 1440 if dev == "lwg0" else 1500)   # raised by a probe
     watch.probing_from = 1312
+    assert watch.interface_mtu() == 1312        # the metric shows the tunnel's MTU, not the probe's moment
     watch.restore()
     assert host.mtus == [1312]
+
+
+def test_a_probe_waits_for_anothers_lock_a_bounded_time(monkeypatch, tmp_path):
+    """The build's probe and the live watch take a lock per interface; a holder that never lets go costs the other
+    LOCK_WAIT seconds and a PathMtuError naming the lock, never a watch stuck for good."""
+    import fcntl  # pylint: disable=import-outside-toplevel
+    monkeypatch.setattr(pm, "LOCK_WAIT", 0.2)
+    with open(tmp_path / "liqo-fabric-path-mtu-lwg0.lock", "a", encoding="ascii") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        with pytest.raises(pm.PathMtuError, match="another probe of lwg0's path has held"):
+            with pm.exclusive("lwg0", str(tmp_path)):
+                raise AssertionError("not reached")
+    with pm.exclusive("lwg0", str(tmp_path)):   # released: taken at once
+        pass
+
+
+def test_the_drift_checks_leave_an_auto_tunnels_mtu_to_its_watch():
+    """The manifest the drift checks read back: a fixed MTU is checked, an auto one is not (the path watch changes
+    it, and raises it for each probe: a repair run there would undo the watch's probes)."""
+    from ansible_collections.liqo.fabric.plugins.module_utils.host import manifest  # pylint: disable=import-outside-toplevel
+    gws = [{"interface": "lwg0", "mtu": 1312, "mtu_auto": True, "table": 1, "nat_table": "n0", "peer": {}},
+           {"interface": "lwg1", "mtu": 1340, "table": 2, "nat_table": "n1", "peer": {}}]
+    out = manifest.gateway(gws, {"gateways": [{"interface": "lwg0"}, {"interface": "lwg1"}]}, lambda gw: [],
+                           lambda gw: [], {})
+    assert [(w["name"], w["mtu"]) for w in out["wireguard"]] == [("lwg0", None), ("lwg1", 1340)]

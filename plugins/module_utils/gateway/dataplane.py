@@ -105,7 +105,9 @@ def _rules(gw):
 def _probe_path(gw):
     """spec.mtu auto: the path to the peer probed and the interface set to what crosses it (module_utils/gateway/
     path_mtu.py); {mtu_status, path_mtu} for the probe's result, or {path_mtu_error}."""
-    out = path_mtu.probe_and_set(gw["interface"], gw["probe_address"], gw["peer"]["public_key"], gw.get("mtu_peer"))
+    # once probed (status.mtu source probed), the live watch owns the tunnel's growth: a rebuild only lowers it
+    out = path_mtu.probe_and_set(gw["interface"], gw["probe_address"], gw["peer"]["public_key"], gw.get("mtu_peer"),
+                                 grow=gw.get("mtu_source") != "probed")
     if out.get("error"):
         return {"path_mtu_error": out["error"]}
     return {"mtu_status": out["mtu_status"], "path_mtu": out["probe"]}

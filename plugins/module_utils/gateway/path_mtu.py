@@ -26,8 +26,11 @@ sender honours: it loses one round trip, never the flow.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
 import ipaddress
+import os
 import re
 import subprocess
 import time
@@ -42,6 +45,8 @@ ICMP_HEADERS = 28               # IPv4 + ICMP echo headers of the probe (inner p
 PROBE_TIMEOUT = 0.3             # seconds without a reply that make a size "does not cross"
 PROBE_COUNT = 2                 # echo requests per size: one lost on a healthy path does not shrink the MTU
 SOURCES = ("probed", "configured", "default")
+LOCK_DIR = "/run/lock" if os.path.isdir("/run/lock") else "/tmp"
+LOCK_WAIT = 15                  # seconds a probe waits for another one's lock (a probe takes about 1 s)
 _ROUTE_MTU = re.compile(r"\bmtu (\d+)")
 _ROUTE_DEV = re.compile(r"\bdev (\S+)")
 
@@ -117,6 +122,32 @@ def set_link_mtu(ifname, mtu, run=subprocess.run):
         raise PathMtuError("ip link set dev %s mtu %s: %s" % (ifname, mtu, proc.stderr.strip()))
 
 
+@contextlib.contextmanager
+def exclusive(interface, lock_dir=None):
+    """One probe of an interface's path at a time on the machine: a gateway's build (gateway_dataplane) and its live
+    watch run in different processes, and a probe that read the interface's MTU while the other had raised it would
+    put it back at the raised size. An flock on a file named after the interface, released with the process."""
+    path = os.path.join(lock_dir or LOCK_DIR, "liqo-fabric-path-mtu-%s.lock" % interface)
+    try:
+        f = open(path, "a", encoding="ascii")  # pylint: disable=consider-using-with  # closed below
+    except OSError:   # a read-only file system: the probe runs unlocked rather than not at all
+        yield
+        return
+    try:
+        deadline = time.monotonic() + LOCK_WAIT
+        while True:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise PathMtuError("another probe of %s's path has held %s for %d s" % (interface, path, LOCK_WAIT))
+                time.sleep(0.05)
+        yield
+    finally:
+        f.close()   # releases the lock
+
+
 @dataclasses.dataclass
 class Probe:
     """One probe of a tunnel's path: what it found and what it tried."""
@@ -182,6 +213,12 @@ class Hysteresis:
         self._larger = []
         self.changes = {"lower": 0, "raise": 0}
 
+    def follow(self, current):
+        """The interface's MTU as it is now, when something else set it (a rebuild of the gateway, whose own probe or
+        plan decided): the base of the next changes, larger sizes seen before it forgotten."""
+        if current != self.current:
+            self.current, self._larger = current, []
+
     def observe(self, found):
         """The MTU to set after a probe that found `found` (None: nothing crossed), or None to keep the current."""
         if found is None:
@@ -233,22 +270,26 @@ def mtu_status(found, endpoint_ip, cap=None, current=None):
     return {"value": value, "source": "probed", "probed": found, "pathMTU": found + overhead(endpoint_ip)}
 
 
-def probe_and_set(interface, address, public_key=None, cap=None, run=subprocess.run):
+def probe_and_set(interface, address, public_key=None, cap=None, run=subprocess.run, grow=True):
     """One probe of the path of a built tunnel, the interface then set to what it found (capped by the peer's
-    announced MTU `cap`). Returns {mtu_status, probe, changed} or {error} when it could not probe (no handshake
-    yet: no endpoint; no route to it)."""
+    announced MTU `cap`). grow=False: set only if smaller (a tunnel whose MTU a live watch already set: a larger size
+    becomes the tunnel's through the watch's hysteresis, not at a rebuild). Returns {mtu_status, probe, changed} or
+    {error} when it could not probe (no handshake yet: no endpoint; no route to it)."""
     endpoint = peer_endpoint_ip(interface, public_key)
     if not endpoint:
         return {"error": "the peer of %s has no endpoint yet (no handshake): nothing to probe" % interface}
-    current = link_mtu(interface)
     try:
-        result = probe(interface, address, endpoint, current, run=run)
+        with exclusive(interface):
+            current = link_mtu(interface)
+            result = probe(interface, address, endpoint, current, run=run)
+            status = mtu_status(result.tunnel_mtu, endpoint, cap, current)
+            if not grow and status["value"] > current:
+                status["value"] = current
+            changed = status["value"] != current
+            if changed:
+                set_link_mtu(interface, status["value"], run)
     except (PathMtuError, OSError) as exc:
         return {"error": str(exc)}
-    status = mtu_status(result.tunnel_mtu, endpoint, cap, current)
-    changed = status["value"] != current
-    if changed:
-        set_link_mtu(interface, status["value"], run)
     return {"mtu_status": status, "probe": result.to_result(), "changed": changed}
 
 
@@ -311,6 +352,10 @@ class Watch:
             return None
 
     def _probe(self, why):
+        with exclusive(self.interface):
+            return self._probe_locked(why)
+
+    def _probe_locked(self, why):
         self.kicked = None
         self.endpoint = peer_endpoint_ip(self.interface, self.public_key)
         current = link_mtu(self.interface)
@@ -331,6 +376,7 @@ class Watch:
             if new:
                 self.hysteresis.current = new
         else:
+            self.hysteresis.follow(current)
             new = self.hysteresis.observe(capped)
         if found is not None:
             self.status = mtu_status(found, self.endpoint, self.cap, current)
@@ -341,6 +387,11 @@ class Watch:
         set_link_mtu(self.interface, new, self.run)
         self.status["value"] = new
         return dict(self.status)
+
+    def interface_mtu(self):
+        """The tunnel's MTU: the interface's, or while a probe raised it, the MTU it is put back to (the metric's)."""
+        probing = self.probing_from
+        return probing if probing is not None else link_mtu(self.interface)
 
     def restore(self):
         """The interface back at its MTU if a probe is cut short (its process stopping) while it raised it."""
@@ -356,6 +407,56 @@ class Watch:
 PLURALS = {"GatewayServer": "gatewayservers", "GatewayClient": "gatewayclients"}
 GATEWAY_PATH = "/apis/networking.liqo.io/v1beta1/namespaces/%s/%s/%s/status"
 CONNECTION_PATH = "/apis/networking.liqo.io/v1beta1/namespaces/%s/connections/%s/status"
+
+
+class Live:
+    """A Watch as a live health probe runs it in its own thread (the agentless host's probe process, health/daemon.py;
+    the active gateway pod's peer health, controller/peer_health.py): one step a second, what it found written to the
+    gateway's status and its Connection (write_status) whenever it differs from what was last written. A probe of a
+    black hole waits for its timeouts: the thread keeps it away from the pings the peer's health depends on."""
+
+    def __init__(self, watch, api, kind, namespace, name, interval=1.0, on_change=None):
+        self.watch, self.api, self.kind, self.namespace, self.name = watch, api, kind, namespace, name
+        self.interval = interval
+        self.on_change = on_change  # on_change(old MTU, new status.mtu, why the probe ran) when the tunnel's MTU changed,
+        #                             on_change(None, {error}, "error") when the watch meets a new error
+        self.written = None         # status.mtu last written
+        self.write_error = None
+        self.reported = None        # the watch's error last given to on_change
+
+    def tick(self):
+        """One step of the watch, then the write if due; returns the new status.mtu when the tunnel's MTU changed."""
+        try:
+            before = self.watch.hysteresis.current if self.watch.hysteresis else None
+            changed = self.watch.step()
+            if changed and self.on_change:
+                self.on_change(before, changed, self.watch.result.reason if self.watch.result else None)
+            if self.watch.error and self.watch.error != self.reported and self.on_change:
+                self.on_change(None, {"error": self.watch.error}, "error")
+            self.reported = self.watch.error
+            status = self.watch.status
+            if status and status != self.written and self.api is not None:
+                write_status(self.api, self.kind, self.namespace, self.name, status)
+                self.written, self.write_error = dict(status), None
+            return changed
+        except Exception as exc:  # pylint: disable=broad-except  # the API, a vanished interface: the next tick retries
+            self.write_error = str(exc)[:300]
+            return None
+
+    def run(self, stopping):
+        """Ticks until the threading.Event `stopping` is set, then puts back an interface a probe left raised."""
+        try:
+            while not stopping.is_set():
+                self.tick()
+                stopping.wait(self.interval)
+        finally:
+            try:
+                self.watch.restore()
+            except Exception:  # pylint: disable=broad-except  # the interface is gone: nothing to put back
+                pass
+
+    def snapshot(self):
+        return dict(self.watch.snapshot(), written=self.written, write_error=self.write_error)
 
 
 def write_status(api, kind, namespace, name, status):

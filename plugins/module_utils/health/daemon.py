@@ -305,7 +305,8 @@ class Daemon:
         # spec.mtu auto: the path re-probed in its own thread (a probe of a black hole waits for its timeouts)
         self.mtu_watch = pmtu.Watch(spec["interface"], spec["address"], spec.get("public_key"), spec.get("mtu_cap")) \
             if spec.get("mtu_auto") else None
-        self.mtu_written, self.mtu_write_error = None, None
+        self.mtu_live = pmtu.Live(self.mtu_watch, kube, spec.get("kind"), spec["namespace"], spec["connection_name"]) \
+            if self.mtu_watch else None
 
     # --- views
     def snapshot(self):
@@ -317,14 +318,15 @@ class Daemon:
                 "sessions_restarted": self.sessions_restarted, "session_error": self.session_error,
                 "restarts_held": self.restarts_held,
                 "path_mtu": self.mtu_watch.snapshot() if self.mtu_watch else None,
-                "mtu_written": self.mtu_written, "mtu_write_error": self.mtu_write_error}
+                "mtu_written": self.mtu_live.written if self.mtu_live else None,
+                "mtu_write_error": self.mtu_live.write_error if self.mtu_live else None}
 
     def metrics(self):
         with self.counter_lock:
             self.counters = self.counter.read()
         s = self.state
         return phm.render([phm.sample(self.spec.get("remote_cluster_id"), s.value == ph.CONNECTED, s.latency_us,
-                                      self.counters, _read_mtu(self.spec["interface"]))])
+                                      self.counters, _read_mtu(self.spec["interface"], self.mtu_watch))])
 
     # --- lifecycle
     def _on_signal(self, *_args):
@@ -344,8 +346,8 @@ class Daemon:
         unix.daemon_ref = self
         threading.Thread(target=unix.serve_forever, kwargs={"poll_interval": 0.5}, daemon=True).start()
         threading.Thread(target=self._writer, daemon=True).start()
-        if self.mtu_watch:
-            threading.Thread(target=self._path_mtu, daemon=True).start()
+        if self.mtu_live:
+            threading.Thread(target=self.mtu_live.run, args=(self.stopping,), daemon=True).start()
         write_atomic(self.pid_path, json.dumps({"pid": os.getpid(), "start": _start_time(os.getpid()),
                                                 "config": self.cfg}))
         try:
@@ -406,21 +408,6 @@ class Daemon:
             except Exception as exc:  # pylint: disable=broad-except
                 self.session_error = str(exc)[:300]
 
-    def _path_mtu(self):
-        """spec.mtu auto: one step of the path's watch a second; what it found written to the gateway's status and
-        its Connection (status.mtu) whenever it differs from what was written."""
-        while not self.stopping.is_set():
-            try:
-                self.mtu_watch.step()
-                status = self.mtu_watch.status
-                if status and status != self.mtu_written and self.kube is not None:
-                    pmtu.write_status(self.kube, self.spec.get("kind"), self.spec["namespace"],
-                                      self.spec["connection_name"], status)
-                    self.mtu_written, self.mtu_write_error = dict(status), None
-            except Exception as exc:  # pylint: disable=broad-except
-                self.mtu_write_error = str(exc)[:300]
-            self.stopping.wait(1.0)
-
     def _writer(self):
         if self.kube is None:
             return
@@ -444,8 +431,8 @@ class Daemon:
                     self.dirty = True
 
 
-def _read_mtu(interface):
+def _read_mtu(interface, watch=None):
     try:
-        return pmtu.link_mtu(interface)
+        return watch.interface_mtu() if watch else pmtu.link_mtu(interface)
     except (OSError, ValueError):
         return None

@@ -8,7 +8,7 @@ the local host) and declare every host's manifest with one `set_stats` (`fabric_
 
     {"kind": "gateway" | "overlay",
      "links": [{"name": "lovg1a2b3c4d", "mtu": 1450}],               # present, with this MTU (when set)
-     "wireguard": [{"name": "lfab..", "mtu": 1340, "listen_port": 51820,
+     "wireguard": [{"name": "lfab..", "mtu": 1340, "listen_port": 51820,   # mtu None: spec.mtu auto, not checked
                     "peers": [{"public_key": "..", "endpoint": "172.30.0.2:31000"}]}],  # + a live wireguard-go
      "routes": [{"table": 18952, "dst": ["10.71.0.0/16"]}],
      "rules": [{"table": 18952, "line": "1900: from all to 10.72.0.0/16 lookup 18952"}],
@@ -49,8 +49,9 @@ def gateway(gateways, result, rules_of, routes_of, sysctls):
         if iface not in built or gw.get("error") or built[iface].get("refused"):
             continue
         peer = gw.get("peer") or {}
+        # spec.mtu auto: the live path watch changes the MTU (and raises it for each probe): no drift to repair
         out["wireguard"].append({
-            "name": iface, "mtu": int(gw["mtu"]), "listen_port": gw.get("listen_port") or None,
+            "name": iface, "mtu": None if gw.get("mtu_auto") else int(gw["mtu"]), "listen_port": gw.get("listen_port") or None,
             "peers": [{"public_key": peer.get("public_key"), "endpoint": peer.get("endpoint") or None}]})
         out["routes"] += route_dsts(routes_of(gw), gw["table"])
         out["rules"] += rule_lines(rules_of(gw), gw["table"])
