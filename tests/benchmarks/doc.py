@@ -23,7 +23,7 @@ TOPICS = [
     ("The controller", ["bench_controller", "bench_controller_scale", "bench_drift", "bench_webhook"]),
     ("Key rotation and live health", ["bench_key_rotation", "bench_peer_health"]),
     ("Path MTU", ["bench_path_mtu"]),
-    ("In the cluster: real kubelets", ["bench_in_cluster", "bench_scale_in_cluster"]),
+    ("In the cluster: real kubelets", ["bench_in_cluster", "bench_scale_in_cluster", "bench_rolling_upgrade"]),
 ]
 
 

@@ -144,3 +144,14 @@ def test_the_doc_page_is_written_below_its_marker_from_a_report(tmp_path, monkey
     assert "### `bench_wireguard`\n\nNot in this run." in generated
     with pytest.raises(SystemExit, match="bench_new"):
         doc.body(report_text + "\n## bench_new (1.0 s)\n\nNothing printed.\n")
+
+
+def test_every_bench_module_has_a_topic_of_the_doc_page():
+    """`make bench` runs every tests/benchmarks/bench_*.py and tests/benchmarks/doc.py refuses a report whose bench is
+    in no topic: a new bench without its topic would fail the page's generation after a 30-minute run."""
+    import glob  # pylint: disable=import-outside-toplevel
+    import os  # pylint: disable=import-outside-toplevel
+    from tests.benchmarks import doc  # pylint: disable=import-outside-toplevel
+    modules = {os.path.basename(p)[:-3] for p in glob.glob(os.path.join(os.path.dirname(doc.__file__), "bench_*.py"))}
+    topics = [name for _topic, names in doc.TOPICS for name in names]
+    assert sorted(topics) == sorted(modules)
