@@ -396,6 +396,11 @@ def test_the_periodic_check_alone_repairs_a_fault(fabric_lab, tmp_path):
     try:
         wait_for(lambda: alone.metric("liqo_fabric_leader") == 2, 60, "the controller acting on both clusters",
                  interval=0.5)
+        # a fresh controller checks a key once its first run recorded the key's manifest: the fault comes after every
+        # first run (a loaded machine can take a minute for them), so the period alone has to find it
+        wait_for(lambda: alone.metric("liqo_fabric_drift_checks_total") > 0 and alone.metric("liqo_fabric_queue_depth") == 0
+                 and alone.metric("liqo_fabric_queue_running") == 0, 240, "the controller's first runs done, its drift checks running",
+                 interval=0.5)
         row = inject_and_measure(lab, alone, "flush the gateway's nft table")
         assert row["trigger"] == "period", row
     finally:
