@@ -161,12 +161,12 @@ def shipped_pod_cidr() -> str:
         return yaml.safe_load(f)["data"]["podCIDR"]
 
 
-def install(lab) -> None:
-    """`kubectl apply -k deploy/` on every cluster (and the workload), then everything of it running. A cluster
-    whose pod CIDR is not the shipped one gets its own in the network ConfigMap (the edit docs/in-cluster.md asks
-    for)."""
+def install(lab, deploy: str = DEPLOY) -> None:
+    """`kubectl apply -k` of `deploy` (this tree's deploy/, or a kustomization of another release) on every cluster
+    (and the workload), then everything of it running. A cluster whose pod CIDR is not the shipped one gets its own
+    in the network ConfigMap (the edit docs/in-cluster.md asks for)."""
     for c in lab.clusters.values():
-        kubectl(c, "apply", "-k", DEPLOY, timeout=120)
+        kubectl(c, "apply", "-k", deploy, timeout=120)
         if c.pod_cidr != shipped_pod_cidr():
             kubectl(c, "patch", "configmap", "-n", "liqo", "liqo-fabric-network", "--type", "merge", "-p",
                     json.dumps({"data": {"podCIDR": c.pod_cidr}}))
@@ -889,15 +889,17 @@ def timeline(pods: list, since: float) -> str:
 
 
 class Pinger:
-    """iputils ping every 50 ms from a node's netns (its traffic to a remote pod takes the node's overlay, as its
-    pods' does), replies timestamped (-D) as they come."""
+    """iputils ping every `interval` s, run under an argv prefix that enters a network namespace (a node's:
+    `ip netns exec NS`, whose traffic to a remote pod takes the node's overlay as its pods' does; a pod's:
+    `nsenter --net=...`), replies timestamped (-D) as they come."""
 
-    def __init__(self, node_netns: str, target: str):
+    def __init__(self, enter: list, target: str, interval: float = 0.05, count: int = 3600):
         self.replies: list = []
         # a count, not a deadline: with -w, ping exits at the first error notification (a "Destination Host
-        # Unreachable" while the node's overlay moves to the new pod), which looked like a flow that never recovered
-        self.proc = subprocess.Popen(["ip", "netns", "exec", node_netns, "ping", "-D", "-n", "-i", "0.05", "-c", "3600",
-                                      target], stdout=subprocess.PIPE, text=True)
+        # Unreachable" while the node's overlay moves to the new pod), which looked like a flow that never recovered;
+        # line-buffered: a pipe would hold the replies of seconds in ping's buffer
+        self.proc = subprocess.Popen(enter + ["stdbuf", "-oL", "ping", "-D", "-n", "-i", str(interval), "-c", str(count),  # pylint: disable=consider-using-with
+                                              target], stdout=subprocess.PIPE, text=True)
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self):
@@ -949,7 +951,7 @@ def failover_to_the_standby(lab, cluster: str, name: str, figures: dict | None =
                                      "cat /proc/[0-9]*/comm 2>/dev/null", check=False).stdout.split()
     view = get_json(a, "configurations", "dry-paper")["status"]["remote"]["cidr"]["pod"][0]
     target = remapped(workload_pods(b)[0].status.pod_ip, view)
-    pinger = Pinger(a.nodes[-1].netns, target)
+    pinger = Pinger(["ip", "netns", "exec", a.nodes[-1].netns], target)
     try:
         wait_for(lambda: len(pinger.replies) >= 20, timeout=60, what=f"pings from {a.nodes[-1].name} to {target}")
         killed = time.time()
@@ -966,7 +968,7 @@ def failover_to_the_standby(lab, cluster: str, name: str, figures: dict | None =
             wait_for(lambda: pinger.replied_since(tunnel_up), timeout=30, interval=0.2,
                      what=f"pings answered again after the {name} failover")
         except AssertionError:
-            fresh = Pinger(a.nodes[-1].netns, target)   # a new ICMP id: a new flow in every conntrack
+            fresh = Pinger(["ip", "netns", "exec", a.nodes[-1].netns], target)   # a new ICMP id: a new flow in every conntrack
             time.sleep(5)
             print(f"a fresh ping after the failover got {len(fresh.replies)} replies in 5 s", fresh.stop())
             print(overlay_state(a), path_state(a, target), flush=True)

@@ -60,15 +60,7 @@ def overlay(lab, deploy: str, tag: str) -> str:
 def install_previous(lab, previous: dict) -> None:
     """N in both clusters (its image in every node, its manifests with its tag) and the workload; then connected."""
     images.import_into(lab, previous["archive"])
-    where = overlay(lab, os.path.join(previous["tree"], "deploy"), tag_of(previous["name"]))
-    for c in lab.clusters.values():
-        kubectl(c, "apply", "-k", where, timeout=120)
-        kubectl(c, "apply", "-f", "-", input=icl.workload(len(c.nodes)))
-    for c in lab.clusters.values():
-        wait_for(lambda c=c: len(icl.ready_pods(c, "liqo-fabric-controller")) == 2, timeout=180,
-                 what=f"{c.name}: 2 controller pods ready")
-        wait_for(lambda c=c: len(icl.ready_pods(c, "liqo-fabric-node-agent")) == len(c.nodes), timeout=120,
-                 what=f"{c.name}: a node agent ready on every node")
+    icl.install(lab, overlay(lab, os.path.join(previous["tree"], "deploy"), tag_of(previous["name"])))
     icl.connect(lab)
 
 
@@ -107,18 +99,6 @@ def rolled(cluster, image: str) -> bool:
                 s.updated_number_scheduled == s.desired_number_scheduled == s.number_available):
             return False
     return not on_old_image(cluster, image)
-
-
-class PodPinger(icl.Pinger):
-    """in_cluster_lab.Pinger at 5 pings/s from a pod's network namespace (the host's iputils ping through nsenter,
-    replies timestamped)."""
-
-    def __init__(self, pid: int, target: str):   # pylint: disable=super-init-not-called
-        self.replies: list = []
-        # line-buffered: a pipe would hold ~50 replies (10 s) in ping's buffer
-        self.proc = subprocess.Popen(["nsenter", f"--net=/proc/{pid}/ns/net", "stdbuf", "-oL", "ping", "-D", "-n",  # pylint: disable=consider-using-with
-                                      "-i", "0.2", "-c", "100000", target], stdout=subprocess.PIPE, text=True)
-        threading.Thread(target=self._read, daemon=True).start()
 
 
 class ConnectionWatch:
@@ -198,7 +178,7 @@ def roll(lab, deploy: str, image: str, figures: dict | None = None, recreate_ste
     wait_for(lambda: subprocess.run(["nsenter", f"--net=/proc/{src_pid}/ns/net", "ping", "-c", "1", "-W", "1", address],
                                     capture_output=True, check=False).returncode == 0, timeout=60,
              what=f"a reply from {address} before the roll")
-    pinger = PodPinger(src_pid, address)
+    pinger = icl.Pinger(["nsenter", f"--net=/proc/{src_pid}/ns/net"], address, interval=0.2, count=100000)
     # 1 kB every 100 ms; given up after 300 s unacknowledged: a downgrade's recreated gateways are a short outage
     flow = Flow(["nsenter", f"--net=/proc/{src_pid}/ns/net"], ["nsenter", f"--net=/proc/{dst_pid}/ns/net"],
                 address, FLOW_PORT, interval=0.1, give_up=300)
