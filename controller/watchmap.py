@@ -56,6 +56,7 @@ RESOURCES: Dict[str, Resource] = {r.kind: r for r in (
     Resource("ConfigMap", "", "v1", "configmaps", True, False),
     Resource("Event", "", "v1", "events", True, False),
     Resource("Lease", "coordination.k8s.io", "v1", "leases", True, False),
+    Resource("DaemonSet", "apps", "v1", "daemonsets", True, False),
 )}
 
 TEMPLATE_FIELDS = {"cluster", "kind", "namespace", "name", "node"}
@@ -75,6 +76,7 @@ class Related:
     ref: Optional[str] = None   # match: the owner's field (e.g. spec.serverTemplateRef) names the related object
     inputs: tuple = ("spec",)   # what of the related object enters the owner's input hash
     namespace: bool = False     # match: every object of the kind in the owner's namespace
+    all: bool = False           # match: every object of the kind its informer lists (any namespace)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -272,23 +274,25 @@ def _related(p: _EntryParse, key: str, value) -> tuple:
 
 
 def _one_related(p: _EntryParse, w: str, r) -> Related:
-    if not isinstance(r, dict) or set(r) - {"kind", "labels", "ref", "namespace", "inputs"}:
-        raise WatchMapError(f"{w}: must be a mapping with kind and labels, ref or namespace (and optional inputs)")
+    if not isinstance(r, dict) or set(r) - {"kind", "labels", "ref", "namespace", "all", "inputs"}:
+        raise WatchMapError(f"{w}: must be a mapping with kind and labels, ref, namespace or all (and optional inputs)")
     if r.get("kind") not in RESOURCES:
         raise WatchMapError(f"{w}.kind: {r.get('kind')!r} is not a known kind")
     labels = _fields(r["labels"], f"{w}.labels") if "labels" in r else ()
     ref = r.get("ref")
     in_namespace = r.get("namespace", False)
-    if not isinstance(in_namespace, bool):
-        raise WatchMapError(f"{w}.namespace: {in_namespace!r} must be true or false")
-    if [bool(labels), bool(ref), in_namespace].count(True) != 1:
-        raise WatchMapError(f"{w}: give exactly one of labels (same label values, same namespace), ref or"
-                            " namespace: true (every object of the namespace)")
+    every = r.get("all", False)
+    for flag, value in (("namespace", in_namespace), ("all", every)):
+        if not isinstance(value, bool):
+            raise WatchMapError(f"{w}.{flag}: {value!r} must be true or false")
+    if [bool(labels), bool(ref), in_namespace, every].count(True) != 1:
+        raise WatchMapError(f"{w}: give exactly one of labels (same label values, same namespace), ref,"
+                            " namespace: true (every object of the namespace) or all: true (every object listed)")
     if in_namespace and not (p.resource.namespaced and RESOURCES[r["kind"]].namespaced):
         raise WatchMapError(f"{w}.namespace: {p.resource.kind} or {r['kind']} is cluster-scoped")
     if ref is not None and not isinstance(ref, str):
         raise WatchMapError(f"{w}.ref: {ref!r} must be a field path like spec.serverTemplateRef")
-    return Related(r["kind"], labels, ref, _fields(r.get("inputs", ["spec"]), f"{w}.inputs"), in_namespace)
+    return Related(r["kind"], labels, ref, _fields(r.get("inputs", ["spec"]), f"{w}.inputs"), in_namespace, every)
 
 
 def _drift(p: _EntryParse, key: str, value) -> Drift:

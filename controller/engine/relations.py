@@ -1,7 +1,8 @@
 # Copyright: (c) 2026, liqo.fabric developers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Who owns a watched object that is not a work key's member: the objects of an entry whose `related` names its
-kind (same labels, a reference, or the same namespace), and the objects whose `secrets` name a Secret."""
+kind (same labels, a reference, the same namespace, or all of them), and the objects whose `secrets` name a
+Secret."""
 from __future__ import annotations
 
 from typing import List, Optional
@@ -31,6 +32,9 @@ def related_owners(cs, owner: WatchEntry, rels, obj: dict, old: Optional[dict]) 
     for cand in list(inf.cache.values()):
         cmeta = cand.get("metadata") or {}
         for r in rels:
+            if r.all:
+                out.append(cand)
+                break
             if r.namespace:
                 if cmeta.get("namespace") == meta.get("namespace"):
                     out.append(cand)

@@ -12,6 +12,9 @@ description:
   - O(side=controller) (the controller, with the local connection in its pod) checks the C(GatewayServer)/C(GatewayClient)
     (the same plan as M(liqo.fabric.gateway_plan)), creates its key Secret once and applies the Deployment and
     Service its template renders to (server-side apply, owned by the gateway); O(state=absent) deletes them.
+    A change that would roll the Deployment waits while the node-agent DaemonSet (label
+    C(app.kubernetes.io/name=liqo-fabric-node-agent)) is not rolled out, at most 600 s (RV(held)), since a hand-over to
+    a new gateway pod while a node's agent restarts would cut that node's pods off until the agent is back.
   - O(side=pod) (the gateway pod, in gateway mode) returns the plan of its own gateway as the pod applies it
     (RV(gateways)), for M(liqo.fabric.gateway_dataplane), M(liqo.fabric.tunnel_probe) and
     M(liqo.fabric.gateway_publish). WireGuard listens on the port the Service targets, and a C(GatewayServer)
@@ -101,6 +104,13 @@ applied:
   returned: success
   type: list
   elements: str
+held:
+  description:
+    - Controller side, the Deployment whose change would roll it while the node agents roll, left as it is, as
+      C(Kind/name) -> the reason. It is applied when the node-agent DaemonSet has rolled out (at most 600 s later).
+  returned: success
+  type: dict
+  sample: {"Deployment/gw-server": "node agents rolling (liqo/liqo-fabric-node-agent: 1 of 3 agents updated, 2 available)"}
 private_keys:
   description: Private key of the gateway by interface name.
   returned: when O(include_private_keys=true)
@@ -151,7 +161,8 @@ def main():
         module.exit_json(changed=bool(deleted), applied=deleted, gateways=[])
     out = with_kube(module, lambda kube: controller_side(kube, p["kind"], p["namespace"], p["name"], p["internal_cidr"],
                                                          module.check_mode))
-    result = dict(changed=out["changed"], applied=out["applied"], gateways=[out["plan"]] if out["plan"] else [])
+    result = dict(changed=out["changed"], applied=out["applied"], held=out.get("held") or {},
+                  gateways=[out["plan"]] if out["plan"] else [])
     if out["error"]:
         module.fail_json(msg="%s %s: %s" % (p["kind"], where, out["error"]["message"]),
                          errors={where: out["error"]}, **result)

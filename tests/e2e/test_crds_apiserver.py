@@ -366,6 +366,66 @@ def test_liqo_values_accepted_by_the_api_refused_by_the_gateway(api, kind, name,
         kubectl(api, "patch", "-n", ns, "%s.v1beta1.%s" % (plural, GROUP), name, "--type=merge", "-p", json.dumps(restore))
 
 
+def test_a_gateway_roll_waits_for_the_node_agents_roll(api):
+    """A template change that would roll a gateway's Deployment (a new image) is held while the node-agent DaemonSet
+    is not rolled out: the live Deployment is left as it is (its hold's start recorded on it), the Service still
+    applied; once the DaemonSet has rolled out, the next run applies it and the mark goes. A DaemonSet that does not
+    carry the node agents' label holds nothing."""
+    from ansible_collections.liqo.fabric.plugins.module_utils.gateway import incluster as gateway_incluster  # pylint: disable=import-outside-toplevel
+    from ansible_collections.liqo.fabric.plugins.module_utils.gateway import rollout  # pylint: disable=import-outside-toplevel
+    from ansible_collections.liqo.fabric.plugins.module_utils.kube.client import Kube  # pylint: disable=import-outside-toplevel
+    kube, ns = Kube(api.kubeconfig), "liqo-tenant-s"
+    kubectl(api, "create", "namespace", "liqo", check=False)
+    kubectl(api, "apply", "-f", os.path.join(ROOT, "deploy", "templates"))
+    for obj in _liqo_objects(os.urandom(32), os.urandom(32)):
+        kubectl(api, "apply", "-f", "-", stdin=yaml.safe_dump(obj))
+    assert gateway_incluster.controller_side(kube, "GatewayServer", ns, "server", "10.80.0.0/16")["error"] is None
+
+    def daemonset(name, labels):   # no DaemonSet controller on this lab: the status is what the test writes
+        kubectl(api, "apply", "-f", "-", stdin=yaml.safe_dump({
+            "apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": name, "namespace": "liqo", "labels": labels},
+            "spec": {"selector": {"matchLabels": {"app": name}}, "template": {
+                "metadata": {"labels": {"app": name}}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}}))
+
+    def status(name, updated, available):
+        generation = kube.get("DaemonSet", "liqo", name)["metadata"]["generation"]
+        kube.patch("DaemonSet", "liqo", name, {"status": {
+            "observedGeneration": generation, "desiredNumberScheduled": 3, "currentNumberScheduled": 3,
+            "numberMisscheduled": 0, "numberReady": available, "updatedNumberScheduled": updated,
+            "numberAvailable": available}}, subresource="status")
+
+    def image():
+        dep = kube.get("Deployment", ns, "gw-server")
+        return dep["spec"]["template"]["spec"]["containers"][0]["image"], rollout.held_since(dep)
+
+    template = kube.get("WgGatewayServerTemplate", "liqo", "wireguard-server")
+    before = image()[0]
+    changed = json.loads(json.dumps(template).replace(before, before + "-next"))
+    try:
+        daemonset("other", {"app.kubernetes.io/name": "something-else"})
+        status("other", 0, 0)
+        daemonset("liqo-fabric-node-agent", {"app.kubernetes.io/name": "liqo-fabric-node-agent"})
+        status("liqo-fabric-node-agent", 1, 2)
+        kube.replace({k: v for k, v in changed.items() if k != "status"})
+        out = gateway_incluster.controller_side(kube, "GatewayServer", ns, "server", "10.80.0.0/16")
+        assert out["error"] is None and out["applied"] == ["Service/gw-server"], out
+        assert out["held"] == {"Deployment/gw-server": "node agents rolling "
+                                                       "(liqo/liqo-fabric-node-agent: 1 of 3 agents updated, 2 available)"}
+        held_image, since = image()
+        assert held_image == before and since is not None
+        # still rolling: held again, from the same start
+        assert gateway_incluster.controller_side(kube, "GatewayServer", ns, "server", "10.80.0.0/16")["held"]
+        assert image() == (before, since)
+        status("liqo-fabric-node-agent", 3, 3)
+        out = gateway_incluster.controller_side(kube, "GatewayServer", ns, "server", "10.80.0.0/16")
+        assert out["held"] == {} and "Deployment/gw-server" in out["applied"] and out["changed"], out
+        assert image() == (before + "-next", None)
+    finally:
+        kubectl(api, "delete", "daemonset", "-n", "liqo", "other", "liqo-fabric-node-agent", "--ignore-not-found")
+        template = kube.get("WgGatewayServerTemplate", "liqo", "wireguard-server")
+        kube.replace(json.loads(json.dumps(template).replace(before + "-next", before)))
+
+
 def test_liqo_configuration_with_list_cidrs_and_no_external_is_served(api):
     """Liqo's v1beta1 Configuration (list CIDRs, spec.local too) and one without external are accepted;
     the IPAM reads both and writes the remapped CIDRs in v1beta1's shape (lists of one), read as strings in v1alpha1."""

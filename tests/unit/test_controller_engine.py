@@ -156,6 +156,39 @@ def test_public_keys_of_the_namespace_relate_to_its_gateways_whatever_their_labe
     assert [h["metadata"]["name"] for h in hits] == ["s"]
 
 
+def test_the_node_agents_daemonset_relates_to_every_gateway_in_controller_mode():
+    """In the cluster, a DaemonSet event (the node agents' roll) reaches every gateway of any namespace, and only the
+    rollout's fields enter their hash: a gateway's roll waits for the agents' (module_utils/gateway/rollout.py)."""
+    import types  # pylint: disable=import-outside-toplevel
+    from controller.engine.inputs import Inputs  # pylint: disable=import-outside-toplevel
+    from controller.engine.relations import related_owners  # pylint: disable=import-outside-toplevel
+    entries = watchmap.load(os.path.join(os.path.dirname(watchmap.DEFAULT_PATH), "watches-in-cluster.yaml"))
+    ds_entry = next(e for e in entries if e.kind == "DaemonSet")
+    assert ds_entry.modes == ("controller",) and ds_entry.label_selector == "app.kubernetes.io/name=liqo-fabric-node-agent"
+    gws = [e for e in entries if e.kind in ("GatewayServer", "GatewayClient") and "controller" in e.modes]
+    assert len(gws) == 2 and all(any(r.kind == "DaemonSet" and r.all for r in g.related) for g in gws)
+    assert not [e for e in entries if "controller" not in e.modes and any(r.kind == "DaemonSet" for r in e.related)]
+    owners = {f"ns{i}/gw": {"metadata": {"name": "gw", "namespace": f"ns{i}", "uid": str(i), "resourceVersion": "1"}}
+              for i in (1, 2)}
+    ds = {"metadata": {"name": "agents", "namespace": "liqo", "uid": "d", "resourceVersion": "5", "generation": 2},
+          "status": {"observedGeneration": 2, "desiredNumberScheduled": 3, "updatedNumberScheduled": 1,
+                     "numberAvailable": 2, "numberReady": 2}}
+    cs = types.SimpleNamespace(informers={"GatewayServer": types.SimpleNamespace(cache=owners),
+                                          "DaemonSet": types.SimpleNamespace(cache={"liqo/agents": ds})},
+                               hash_memo={}, epoch=0)
+    gw = gws[0]
+    rels = [r for r in gw.related if r.kind == "DaemonSet"]
+    assert sorted(h["metadata"]["namespace"] for h in related_owners(cs, gw, rels, ds, None)) == ["ns1", "ns2"]
+    inputs = Inputs(types.SimpleNamespace(role_version="v"))
+    before = inputs.member_hash(cs, gw, owners["ns1/gw"])
+    ds["status"]["numberReady"] = 3                     # not an input: no rerun
+    cs.epoch += 1
+    assert inputs.member_hash(cs, gw, owners["ns1/gw"]) == before
+    ds["status"].update(updatedNumberScheduled=3, numberAvailable=3)   # rolled out: the gateway reruns
+    cs.epoch += 1
+    assert inputs.member_hash(cs, gw, owners["ns1/gw"]) != before
+
+
 @pytest.mark.parametrize("raw,field", [
     ({"kind": "Nope"}, "watches[0].kind"),
     ({"kind": "Configuration", "key": "{name}"}, "watches[0].key"),
@@ -168,6 +201,8 @@ def test_public_keys_of_the_namespace_relate_to_its_gateways_whatever_their_labe
     ({"kind": "GatewayServer", "related": [{"kind": "PublicKey", "namespace": "yes"}]}, "watches[0].related[0].namespace"),
     ({"kind": "GatewayServer", "related": [{"kind": "PublicKey", "namespace": True, "labels": ["a"]}]}, "watches[0].related[0]"),
     ({"kind": "GatewayServer", "related": [{"kind": "Node", "namespace": True}]}, "watches[0].related[0].namespace"),
+    ({"kind": "GatewayServer", "related": [{"kind": "DaemonSet", "all": "yes"}]}, "watches[0].related[0].all"),
+    ({"kind": "GatewayServer", "related": [{"kind": "DaemonSet", "all": True, "namespace": True}]}, "watches[0].related[0]"),
     ({"kind": "Configuration", "drift": {"function": "nowhere.mod:fn"}}, "watches[0].drift.function"),
     ({"kind": "Configuration", "finalizer": "a.io/x"}, "watches[0].finalizer"),
     ({"kind": "Configuration", "modes": ["server"]}, "watches[0].modes"),

@@ -7,6 +7,7 @@ import subprocess
 import pytest
 import yaml
 
+from ansible_collections.liqo.fabric.plugins.module_utils.gateway import rollout
 from controller import gateway_ha
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -105,3 +106,37 @@ def test_build_of_another_tree_refuses_other_python_requirements(tmp_path):
                                                             LIQO_FABRIC_CACHE=str(tmp_path / "cache")))
     assert proc.returncode == 2 and "its requirements-dev.txt is not this tree's" in proc.stderr, proc.stderr
     assert not (tmp_path / "cache").exists()
+
+
+def agents(generation=2, observed=2, desired=3, updated=3, available=3):
+    return {"metadata": {"namespace": "liqo", "name": "liqo-fabric-node-agent", "generation": generation},
+            "status": {"observedGeneration": observed, "desiredNumberScheduled": desired,
+                       "updatedNumberScheduled": updated, "numberAvailable": available}}
+
+
+@pytest.mark.parametrize("ds,why", [
+    (agents(), ""),
+    (agents(desired=0, updated=0, available=0), ""),      # no node: nothing rolls
+    (agents(generation=3), "liqo/liqo-fabric-node-agent: template change not observed yet"),
+    (agents(updated=1, available=2), "liqo/liqo-fabric-node-agent: 1 of 3 agents updated, 2 available"),
+    (agents(available=2), "liqo/liqo-fabric-node-agent: 3 of 3 agents updated, 2 available"),   # the last one starting
+])
+def test_the_node_agents_rollout_as_the_gateways_wait_for_it(ds, why):
+    assert rollout.agents_rolling([ds]) == why
+
+
+def deployment(image, held_since=None):
+    ann = {rollout.HELD_SINCE: str(held_since)} if held_since is not None else {}
+    return {"metadata": {"annotations": ann},
+            "spec": {"replicas": 2, "template": {"spec": {"containers": [{"name": "gateway", "image": image}]}}}}
+
+
+def test_a_gateway_roll_waits_for_the_node_agents_at_most_hold_max():
+    old, new = deployment("fabric:1"), deployment("fabric:2")
+    assert rollout.decide(None, new, "rolling") == "apply"           # a new gateway: nothing to hold
+    assert rollout.decide(old, new, "") == "apply"                   # the agents rolled out
+    assert rollout.decide(old, deployment("fabric:1"), "rolling") == "apply"   # this change rolls nothing
+    assert rollout.decide(old, new, "rolling") == "hold"
+    assert rollout.decide(deployment("fabric:1", held_since=1000), new, "rolling", now=1000 + rollout.HOLD_MAX - 1) == "hold"
+    assert rollout.decide(deployment("fabric:1", held_since=1000), new, "rolling", now=1001 + rollout.HOLD_MAX) == "expired"
+    assert rollout.held_since(deployment("x", held_since="garbage")) is None

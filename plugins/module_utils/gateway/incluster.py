@@ -6,7 +6,8 @@ GatewayServer/GatewayClient, on the same plan as the agentless path (module_util
 
 - controller: the plan's errors (bad CR content, a template that does not render or is rejected), the key
   Secret (created once) and the template's Deployment/Service applied (server-side apply) with an owner
-  reference to the gateway, so they go with it.
+  reference to the gateway, so they go with it; a change that would roll the Deployment waits while the node
+  agents roll (module_utils.gateway.rollout).
 - gateway pod: the plan seen from inside the pod. WireGuard listens on the port the Service targets (the
   template's `targetPort`) and the remote reaches it through the Service, so a GatewayServer publishes the
   Service's address: NodePort -> the address of the node the pod runs on and the allocated nodePort;
@@ -16,10 +17,12 @@ GatewayServer/GatewayClient, on the same plan as the agentless path (module_util
 from __future__ import annotations
 
 import base64
+import time
 
 from ansible_collections.liqo.fabric.plugins.module_utils.gateway.api import (
     MANIFEST_REASONS, _owner_ref, ensure_key_secret, hold_built, key_error, list_gateways, manifest_problem,
     render_manifests, user_keys)
+from ansible_collections.liqo.fabric.plugins.module_utils.gateway import rollout
 from ansible_collections.liqo.fabric.plugins.module_utils.gateway.keys import GatewayKeyError
 from ansible_collections.liqo.fabric.plugins.module_utils.gateway.plan import KINDS, plan
 from ansible_collections.liqo.fabric.plugins.module_utils.kube.client import ApiException, KubeError
@@ -44,9 +47,35 @@ def _plan(kube, gw, endpoint_address, internal_cidr, need_endpoint):
                 internal_cidr, need_endpoint=need_endpoint, namespace_gateways=list_gateways(kube, ns)).to_result()
 
 
+def _agents_rolling(kube):
+    """rollout.agents_rolling() of the cluster's node-agent DaemonSets; '' when they cannot be read (an RBAC
+    without DaemonSets: nothing to wait for that this controller could see)."""
+    try:
+        return rollout.agents_rolling(kube.list("DaemonSet", None, label_selector=rollout.AGENT_SELECTOR))
+    except (ApiException, KubeError):
+        return ""
+
+
+def _hold(kube, obj, cur, check_mode):
+    """Whether the Deployment `obj` waits for the node agents' roll (module_utils.gateway.rollout): its reason, or
+    ''. A hold's start is recorded on the live Deployment; a Deployment applied after a hold loses that mark."""
+    rolling = _agents_rolling(kube) if cur is not None else ""
+    decision = rollout.decide(cur, kube.apply(obj, dry_run=True, field_manager=FIELD_MANAGER), rolling) \
+        if rolling else "apply"
+    where = (obj["kind"], obj["metadata"].get("namespace"), obj["metadata"]["name"])
+    if decision == "hold":
+        if rollout.held_since(cur) is None and not check_mode:
+            kube.patch(*where, patch={"metadata": {"annotations": {rollout.HELD_SINCE: "%.0f" % time.time()}}})
+        return "node agents rolling (%s)" % rolling
+    if cur is not None and rollout.held_since(cur) is not None and not check_mode:
+        kube.patch(*where, patch={"metadata": {"annotations": {rollout.HELD_SINCE: None}}})
+    return ""
+
+
 def controller_side(kube, kind, namespace, name, internal_cidr, check_mode=False):
-    """Key Secret and the template's manifests of one gateway. Returns {plan, applied: [names], changed, error}:
-    error = {reason, message} of a bad gateway (nothing is applied for it), else None."""
+    """Key Secret and the template's manifests of one gateway. Returns {plan, applied: [names], held: {name:
+    reason}, changed, error}: error = {reason, message} of a bad gateway (nothing is applied for it), else None;
+    held: the Deployment whose roll waits for the node agents' (left as it is)."""
     gw = _gateway(kube, kind, namespace, name)
     if gw is None or gw["metadata"].get("deletionTimestamp"):
         return {"plan": None, "applied": [], "changed": False, "error": None}
@@ -64,20 +93,25 @@ def controller_side(kube, kind, namespace, name, internal_cidr, check_mode=False
     objs, error = render_manifests(kube, gw, p)
     if error:
         return {"plan": p, "applied": [], "changed": created, "error": {"reason": MANIFEST_REASONS[0], "message": error}}
-    applied, changed = [], created
+    applied, held, changed = [], {}, created
     for obj in objs:
         obj.setdefault("metadata", {})["ownerReferences"] = [_owner_ref(gw)]
         cur = kube.get(obj["kind"], obj["metadata"].get("namespace"), obj["metadata"]["name"])
+        ref = "%s/%s" % (obj["kind"], obj["metadata"]["name"])
         try:
+            why = _hold(kube, obj, cur, check_mode) if obj["kind"] == "Deployment" else ""
+            if why:
+                held[ref] = why
+                continue
             new = kube.apply(obj, dry_run=check_mode, field_manager=FIELD_MANAGER)
         except ApiException as exc:
-            return {"plan": p, "applied": applied, "changed": changed, "error": {
+            return {"plan": p, "applied": applied, "held": held, "changed": changed, "error": {
                 "reason": MANIFEST_REASONS[1], "message": "%s %s: rejected by the apiserver (%s): %s" % (
                     obj["kind"], obj["metadata"]["name"], exc.status, getattr(exc, "message", exc.reason))}}
         if cur is None or (cur["metadata"].get("resourceVersion") != (new or {}).get("metadata", {}).get("resourceVersion")):
             changed = True
-        applied.append("%s/%s" % (obj["kind"], obj["metadata"]["name"]))
-    return {"plan": p, "applied": applied, "changed": changed, "error": None}
+        applied.append(ref)
+    return {"plan": p, "applied": applied, "held": held, "changed": changed, "error": None}
 
 
 def _owned(kube, kind, gw):
