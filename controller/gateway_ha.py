@@ -108,6 +108,7 @@ class GatewayHA(Feature):
         self.gateway = gateway
         self.pod_name = own_pod_name()
         self._cluster_ids: Dict[str, str] = {}
+        self._going = False
 
     def cluster_id(self, cs) -> str:
         """This cluster's id (its interface names derive from it), read once: a takeover does not wait for it."""
@@ -144,6 +145,22 @@ class GatewayHA(Feature):
             if cs.leader and cs.acting():   # the links first: this pod stops carrying traffic at once
                 drop_links()
                 mark(cs.api, self.gateway["namespace"], self.pod_name, False)
+
+    def on_event(self, cs, kind: str, etype: str, obj: dict, old) -> None:
+        """This pod's own deletion began (`kubectl delete`, a roll's scale-down): it stops now, as on SIGTERM (stop():
+        links and label off, the Lease released), and does not wait for the kubelet's SIGTERM, which comes seconds
+        later on a busy node. Its standby takes over now (holder_pod_going) and every node agent re-points now; an
+        old active pod still up meanwhile would take a peer's handshake that the rest of its cluster no longer
+        follows (both gateways of a peering replaced at once)."""
+        if kind != "Pod" or self._going:
+            return
+        meta = obj.get("metadata") or {}
+        if meta.get("name") != self.pod_name or meta.get("namespace") != self.gateway["namespace"]:
+            return
+        if etype == "DELETED" or meta.get("deletionTimestamp"):
+            self._going = True
+            log.info("gateway pod being deleted: stopping now", extra={"fields": {"pod": f"{meta.get('namespace')}/{self.pod_name}"}})
+            os.kill(os.getpid(), signal.SIGTERM)
 
     def holder_pod_going(self, cs, holder: str) -> bool:
         """A gateway's Lease holder (identity `<pod name>-<pid>`) whose pod is being deleted, or gone from the synced

@@ -19,8 +19,10 @@ import tempfile
 import threading
 import time
 
+import yaml
 from kubernetes import client
 
+from ansible_collections.liqo.fabric.plugins.module_utils.gateway import rollout
 from tests.e2e import in_cluster_lab as icl
 from tests.e2e import previous_release
 from tests.e2e.fabric import wait_for
@@ -35,13 +37,16 @@ GATEWAYS = {"a": "client", "b": "server"}   # the gateway of each cluster (in_cl
 
 
 def previous_image() -> dict:
-    """N's tree (built once, cached; skips in a clone without the commit) and its image: {"tree", "name", "archive"}."""
+    """N's tree (built once, cached; skips in a clone without the commit) and its image: {"tree", "name", "archive",
+    "ordered"}."""
     tree = previous_release.collection(PREVIOUS)
     sha = subprocess.run(["git", "-C", previous_release.ROOT, "rev-parse", "--short=7", PREVIOUS], capture_output=True,
                          text=True, check=True).stdout.strip()
-    version = subprocess.run(["sed", "-n", "s/^version: *//p", os.path.join(tree, "galaxy.yml")], capture_output=True,
-                             text=True, check=True).stdout.strip()
-    return dict(images.fabric_image_of(tree, f"{version}-{sha}"), tree=tree)
+    with open(os.path.join(tree, "galaxy.yml"), encoding="utf-8") as f:
+        version = yaml.safe_load(f)["version"]
+    # a release whose controller holds the gateways' roll until the node agents' (both versions act during a roll)
+    ordered = os.path.isfile(os.path.join(tree, "plugins", "module_utils", "gateway", "rollout.py"))
+    return dict(images.fabric_image_of(tree, f"{version}-{sha}"), tree=tree, ordered=ordered)
 
 
 def tag_of(image: str) -> str:
@@ -99,6 +104,18 @@ def rolled(cluster, image: str) -> bool:
                 s.updated_number_scheduled == s.desired_number_scheduled == s.number_available):
             return False
     return not on_old_image(cluster, image)
+
+
+def roll_order(cluster, image: str) -> dict:
+    """When the last node agent on `image` became ready and when the first gateway pod on `image` was created (the
+    API's timestamps, whole seconds): the gateways roll after the node agents (module_utils/gateway/rollout.py)."""
+    agents = [p for p in cluster.kube.core.list_namespaced_pod("liqo", label_selector=rollout.AGENT_SELECTOR).items
+              if images_of(p) == {image}]
+    gateways = [p for p in cluster.kube.core.list_namespaced_pod(
+        "default", label_selector="networking.liqo.io/component=gateway").items if images_of(p) == {image}]
+    ready = [c.last_transition_time for p in agents for c in (p.status.conditions or []) if c.type == "Ready"]
+    return {"last agent ready": max(ready) if ready else None,
+            "first gateway pod created": min((p.metadata.creation_timestamp for p in gateways), default=None)}
 
 
 class ConnectionWatch:
@@ -170,9 +187,10 @@ def to_recreate(cluster, image: str) -> list:
 
 def roll(lab, deploy: str, image: str, figures: dict | None = None, recreate_step: bool = False) -> dict:
     """`kubectl apply -k` of `deploy` with `image`'s tag on both clusters, under pings and a TCP flow, until
-    rolled(); then both Connections Connected again. `recreate_step`: a downgrade's to_recreate() too. What the tests assert: {"flow": Flow.stop(), "pings
-    resumed": bool, "error seen (s)": longest Error of a Connection, "old image": pods left on another image}.
-    Figures: the roll's time, the longest time without a reply, the longest Error."""
+    rolled(); then both Connections Connected again. `recreate_step`: a downgrade's to_recreate() too (a release
+    whose gateway templates say Recreate). What the tests assert: {"flow": Flow.stop(), "pings resumed": bool,
+    "error seen (s)": longest Error of a Connection, "old image": pods left on another image, "order": roll_order()
+    per cluster}. Figures: the roll's time, the longest time without a reply, the longest Error."""
     figures = {} if figures is None else figures
     src_pid, dst_pid, address = traffic_ends(lab)
     wait_for(lambda: subprocess.run(["nsenter", f"--net=/proc/{src_pid}/ns/net", "ping", "-c", "1", "-W", "1", address],
@@ -209,4 +227,5 @@ def roll(lab, deploy: str, image: str, figures: dict | None = None, recreate_ste
     figures["longest time without a reply, 5 pings/s (s)"] = gap
     figures["longest time a Connection was Error (s)"] = error
     return {"flow": flow_end, "pings resumed": resumed, "error seen (s)": error, "states seen": sorted(map(str, watch.seen)),
-            "old image": {c.name: on_old_image(c, image) for c in lab.clusters.values()}}
+            "old image": {c.name: on_old_image(c, image) for c in lab.clusters.values()},
+            "order": {c.name: roll_order(c, image) for c in lab.clusters.values()}}

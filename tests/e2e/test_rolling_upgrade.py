@@ -52,7 +52,11 @@ def on_previous(lab, previous):
             wait_for(lambda c=c: not ru.fabric_pods(c), timeout=90, what=f"{c.name}: no pod of the fabric left")
 
 
-def assert_rolled_without_outage(lab, result: dict, image: str) -> None:
+def assert_rolled_without_outage(lab, result: dict, image: str, ordered: bool) -> None:
+    for c, order in result["order"].items():   # the gateways rolled once the node agents had (N holds them too)
+        assert order["last agent ready"] and order["first gateway pod created"], (c, order)
+        if ordered:
+            assert order["first gateway pod created"] >= order["last agent ready"], (c, order)
     flow = result["flow"]
     assert not flow["error"] and flow["sent"] > 0 and flow["received"] == flow["sent"], flow   # the TCP flow survived
     assert result["pings resumed"]
@@ -72,10 +76,10 @@ def test_the_previous_release_runs_on_its_own_image(on_previous, previous):
         assert ru.on_old_image(c, previous["name"]) == []
 
 
-def test_rolling_upgrade_to_this_tree_keeps_the_traffic(on_previous):
+def test_rolling_upgrade_to_this_tree_keeps_the_traffic(on_previous, previous):
     image = fabric_image()
     result = ru.roll(on_previous, DEPLOY, image)
-    assert_rolled_without_outage(on_previous, result, image)
+    assert_rolled_without_outage(on_previous, result, image, previous["ordered"])
     for c in on_previous.clusters.values():   # this tree's strategy, and the active pod's deletion cost
         gw = get_json(c, "deployment", "-n", "default", f"gw-{ru.GATEWAYS[c.name]}")["spec"]
         assert gw["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}, gw
@@ -86,4 +90,4 @@ def test_rolling_upgrade_to_this_tree_keeps_the_traffic(on_previous):
 def test_downgrade_is_an_image_rollback_with_the_same_manifests(on_previous, previous):
     # (the previous release's gateway templates say Recreate: the documented step of such a downgrade)
     result = ru.roll(on_previous, DEPLOY, previous["name"], recreate_step=True)
-    assert_rolled_without_outage(on_previous, result, previous["name"])
+    assert_rolled_without_outage(on_previous, result, previous["name"], previous["ordered"])

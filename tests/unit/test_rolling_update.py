@@ -84,6 +84,33 @@ def test_the_active_gateway_pod_costs_more_to_delete_than_its_standby():
                                    "annotations": {"controller.kubernetes.io/pod-deletion-cost": None}}
 
 
+def test_a_gateway_pod_stops_as_soon_as_its_own_deletion_begins(monkeypatch):
+    """Its own pod's deletionTimestamp (or its DELETED event) makes a gateway pod stop as on SIGTERM, once; another
+    pod's deletion, or an event of its pod still alive, does not."""
+    import signal  # pylint: disable=import-outside-toplevel
+    import types  # pylint: disable=import-outside-toplevel
+    monkeypatch.setenv("POD_NAME", "gw-server-1")
+    sent = []
+    monkeypatch.setattr(gateway_ha.os, "kill", lambda pid, sig: sent.append(sig))
+    gateway = {"kind": "GatewayServer", "namespace": "default", "name": "server"}
+    ha = gateway_ha.GatewayHA(types.SimpleNamespace(clusters={}), gateway)
+
+    def pod(name, ns="default", deleting=False):
+        meta = {"name": name, "namespace": ns}
+        if deleting:
+            meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+        return {"metadata": meta}
+    cs = None
+    ha.on_event(cs, "Pod", "MODIFIED", pod("gw-server-1"), None)
+    ha.on_event(cs, "Pod", "MODIFIED", pod("gw-server-2", deleting=True), None)
+    ha.on_event(cs, "Pod", "MODIFIED", pod("gw-server-1", ns="other", deleting=True), None)
+    ha.on_event(cs, "Node", "MODIFIED", pod("gw-server-1", deleting=True), None)
+    assert sent == []
+    ha.on_event(cs, "Pod", "MODIFIED", pod("gw-server-1", deleting=True), None)
+    ha.on_event(cs, "Pod", "DELETED", pod("gw-server-1", deleting=True), None)
+    assert sent == [signal.SIGTERM]
+
+
 @pytest.mark.parametrize("env, message", [
     ({"IMAGE_VERSION": "1.0/x"}, "IMAGE_VERSION=1.0/x: not an image tag"),
     ({"IMAGE_VERSION": "-x"}, "IMAGE_VERSION=-x: not an image tag"),

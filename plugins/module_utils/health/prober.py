@@ -101,17 +101,20 @@ class HealthState:
 
 
 def restart_due(state, changed, client):
-    """Whether a lost ping restarts the WireGuard session: at the Error (both ends); on a client past Connecting,
-    also at every lost ping up to the Error, then at every `threshold`-th.
+    """Whether a lost ping restarts the WireGuard session: at the Error (both ends); on a client, also at every lost
+    ping up to the Error, then at every `threshold`-th.
 
     A client's restart takes a new source port, so its next handshake goes through the server's Service to
     whichever gateway pod is active now: waiting for the Error (THRESHOLD lost pings) would add those pings to a
     server failover, and a restart that came before the new pod was active is repeated one ping later instead of after
-    WireGuard's 5 s handshake retry. A single ping lost with the peer alive costs one handshake (a round trip).
-    A long outage (a peer down, a wrong key) restarts every `threshold` pings, not every ping."""
+    WireGuard's 5 s handshake retry. That holds for a client still Connecting too: a client pod that takes over while
+    the server's gateway fails over as well (both gateway pods replaced at once, as a roll of both clusters does)
+    sends its first handshake before the server's new pod is reachable. A single ping lost with the peer alive
+    costs one handshake (a round trip). A long outage (a peer down, a wrong key) restarts every `threshold` pings,
+    not every ping."""
     if changed and state.value == ERROR:
         return True
-    if not client or state.value == CONNECTING or state.losses < 1:
+    if not client or state.losses < 1:
         return False
     return state.losses <= state.threshold or state.losses % state.threshold == 0
 
