@@ -20,6 +20,7 @@ from tests.lab import netns
 pytestmark = pytest.mark.skipif(not shutil.which("kubectl"), reason="kubectl is not installed")
 OUTPUTS = []
 OLD = {}       # cluster name -> {"private": ..., "public": ...} before the rotation
+BY_CONTROLLER = {}   # cluster name -> the keys the controller's rotation replaced (those of the first rotation)
 
 
 AFTER_ROTATION = 3.0   # seconds the ping goes on after the rotation's end: traffic on the new keys both ways
@@ -38,6 +39,7 @@ def lab():
     # the records start with this module's lab: tests/e2e/plain reruns these tests in the same worker process
     OUTPUTS.clear()
     OLD.clear()
+    BY_CONTROLLER.clear()
     with fabric.connected_pair(outputs=OUTPUTS, gateway_group="cluster_a_gateway",
                                remote_gateway_group="cluster_b_gateway") as lab_:
         yield lab_
@@ -174,32 +176,13 @@ def test_the_old_key_no_longer_completes_a_handshake(lab):
     assert _test_peer(node_a, secret_keys(a)["privateKey"], new_b, endpoint)
 
 
-def test_a_second_rotation_works_and_no_private_key_is_ever_shown(lab):
-    a, b = lab["a"], lab["b"]
-    mid = {c.name: secret_keys(c)["privateKey"] for c in (a, b)}
-    publics = {OLD[n]["public"] for n in OLD} | {secret_keys(c)["publicKey"] for c in (a, b)}
-    rotate(lab, check=False)
-    publics |= {secret_keys(c)["publicKey"] for c in (a, b)}
-    for c in (a, b):
-        assert secret_keys(c)["privateKey"] != mid[c.name]
-        assert get(c, "connections")[0]["status"]["value"] == "Connected"
-    keys = [OLD[n]["private"] for n in OLD] + list(mid.values()) + [secret_keys(c)["privateKey"] for c in (a, b)]
-    assert len(set(keys)) == 6
-    for text in OUTPUTS:
-        for key in keys:
-            assert key not in text
-            assert base64.b64decode(key).hex() not in text
-        # anything shaped like a WireGuard key is a public key of this lab (or the check-mode placeholder)
-        shown = set(re.findall(r"(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{43}=", text))
-        assert shown <= publics | {"CHECK+MODE+key+generated+by+the+real+run+xA="}, shown - publics
-
-
 def test_the_controller_rotates_on_the_annotated_period(lab, tmp_path):
     """A GatewayClient annotated with a 30 s key-rotation-period: the controller (serving both clusters,
     with the inventory) runs rotate_keys when the period since the last rotation has passed."""
     from tests.e2e.test_controller import ControllerProc  # pylint: disable=import-outside-toplevel
     a, b = lab["a"], lab["b"]
     before = {c.name: secret_keys(c) for c in (a, b)}
+    BY_CONTROLLER.update(before)
     gc = get(a, "gatewayclients")[0]
     ref = ["gatewayclients.networking.liqo.io", gc["metadata"]["name"], "-n", gc["metadata"]["namespace"]]
     ctl = ControllerProc(str(tmp_path), {"a": a.kubeconfig, "b": b.kubeconfig}, "--key-rotation-check", "2",
@@ -226,6 +209,30 @@ def test_the_controller_rotates_on_the_annotated_period(lab, tmp_path):
     for c in (a, b):
         for k in (before[c.name]["privateKey"], secret_keys(c)["privateKey"]):
             assert k not in text
+
+
+def test_a_second_rotation_works_and_no_private_key_is_ever_shown(lab):
+    a, b = lab["a"], lab["b"]
+    mid = {c.name: secret_keys(c)["privateKey"] for c in (a, b)}
+    # the keys of the first rotation, when the controller's rotation (the test before) replaced them since
+    between = [BY_CONTROLLER[n] for n in sorted(BY_CONTROLLER)]
+    publics = {OLD[n]["public"] for n in OLD} | {k["publicKey"] for k in between} | {
+        secret_keys(c)["publicKey"] for c in (a, b)}
+    rotate(lab, check=False)
+    publics |= {secret_keys(c)["publicKey"] for c in (a, b)}
+    for c in (a, b):
+        assert secret_keys(c)["privateKey"] != mid[c.name]
+        assert get(c, "connections")[0]["status"]["value"] == "Connected"
+    keys = [OLD[n]["private"] for n in OLD] + [k["privateKey"] for k in between] + list(mid.values()) + [
+        secret_keys(c)["privateKey"] for c in (a, b)]
+    assert len(set(keys)) == 6 + len(between)
+    for text in OUTPUTS:
+        for key in keys:
+            assert key not in text
+            assert base64.b64decode(key).hex() not in text
+        # anything shaped like a WireGuard key is a public key of this lab (or the check-mode placeholder)
+        shown = set(re.findall(r"(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{43}=", text))
+        assert shown <= publics | {"CHECK+MODE+key+generated+by+the+real+run+xA="}, shown - publics
 
 
 def test_bad_input_names_each_field_before_any_write(tmp_path):
