@@ -502,7 +502,13 @@ def test_unreadable_namespace_is_degraded_not_silent(fabric_lab, engine_map, tmp
     by an engine controller with the test watch map while the module's controller is stopped."""
     lab, main = fabric_lab
     kube = Kube(lab["a"].kubeconfig)
+
+    def idle():
+        return all(main.metric(m) == 0 for m in ("liqo_fabric_queue_depth", "liqo_fabric_queue_running"))
+    # stopped between runs (the tests before may have left some going), so that its restart has nothing to redo
+    wait_for(lambda: idle() and (time.sleep(0.5) or idle()), 120, "the module's controller idle", interval=0.2)
     main.stop()
+    main.reap_orphans()
     ctl = ControllerProc(str(tmp_path), {"a": lab["a"].kubeconfig}, "--watches", engine_map["path"], "--playbook-dir",
                          fabric.ROOT + "/tests/e2e/controller_playbooks", "--no-state", name="unreadable")
     try:
