@@ -188,6 +188,14 @@ def stop_event() -> threading.Event:
     return done
 
 
+def wait_for_signal(done: threading.Event) -> None:
+    """Blocks the main thread until `done` is set. A wait with no timeout can miss the signal: the kernel may deliver
+    it to another thread, which only flags it for the main thread, and the main thread runs Python's handler (which
+    sets `done`) once its wait returns; a wait of 0.5 s at a time returns to it."""
+    while not done.wait(0.5):
+        pass
+
+
 def webhook_only(args) -> int:
     """--mode webhook: the conversion webhook and nothing else (the lab's and an agentless install's webhook)."""
     if not (args.webhook_cert and args.webhook_key):
@@ -195,7 +203,7 @@ def webhook_only(args) -> int:
     done = stop_event()
     webhook = start_webhook(args)
     log.info("conversion webhook started", extra={"fields": {"mode": "webhook", "webhook_port": webhook.port}})
-    done.wait()
+    wait_for_signal(done)
     webhook.stop()
     return 0
 
@@ -254,7 +262,7 @@ def main(argv=None) -> int:
         "webhook_port": webhook.port if webhook else None,
         "workers": engine.workers_n, "entries": [e.kind for e in engine.entries if e.enabled and e.playbook],
         "role_version": engine.role_version[:12], "startup": startup}})
-    done.wait()
+    wait_for_signal(done)
     engine.shutdown()
     http.stop()
     if webhook:

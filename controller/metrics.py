@@ -156,7 +156,8 @@ class HealthServer(threading.Thread):
         self.port = self.server.server_address[1]
 
     def run(self) -> None:
-        self.server.serve_forever(poll_interval=0.5)
+        # stop() returns once this loop sees its request, which it looks for every poll_interval
+        self.server.serve_forever(poll_interval=0.1)
 
     def stop(self) -> None:
         self.server.shutdown()

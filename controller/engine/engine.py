@@ -127,6 +127,7 @@ class Engine:
             feature.stop()
         self.stop.set()
         self.queue.close()
+        self.faults.wake()
         for cs in self.clusters.values():
             for inf in cs.informers.values():
                 inf.close()

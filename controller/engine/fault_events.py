@@ -51,6 +51,11 @@ class FaultEvents:
                     out.setdefault(ns, {}).update(pids)
         return out
 
+    def wake(self) -> None:
+        """Ends the loop's wait at once (the engine is stopping: the loop sees its stop event)."""
+        with self.cv:
+            self.cv.notify_all()
+
     def _notified(self, netns: Optional[str], what: str) -> None:
         with self.cv:
             self.pending.setdefault(netns, (time.monotonic(), what))

@@ -3,9 +3,9 @@
 The drift checks against a real netns (no lab cluster), then two lab clusters connected by the agentless
 `connect`, the controller run as its README says (default controller/watches.yaml, shipped playbooks, the lab
 inventory) with a short drift period, and one fault at a time, nobody running a playbook: each is detected by
-a drift check, repaired by a forced reconcile, and pod traffic across the clusters resumes. A drift check that
-cannot read a namespace marks the object Degraded (DriftCheckFailed) instead of passing. On the same live
-connection, an MTU change on both gateways reconverges each way under the controller alone.
+a drift check, repaired by a forced reconcile, and pod traffic across the clusters resumes. On the same live
+connection, an MTU change on both gateways reconverges each way under the controller alone. Last, on the same lab,
+a drift check that cannot read a namespace marks the object Degraded (DriftCheckFailed) instead of passing.
 """
 from __future__ import annotations
 
@@ -23,9 +23,9 @@ from tests.conftest import require_root
 from tests.e2e import fabric
 from tests.e2e.fabric import playbook, translate
 
-# engine fixtures (one-cluster lab, controller processes, test watch map)
+# the controller process, the API client and the engine's test watch map
 from tests.e2e.test_controller import (  # noqa: F401 # pylint: disable=unused-import
-    ControllerProc, Kube, controllers, engine_map, gateway_server, kube, lab1, wait_for)
+    ControllerProc, Kube, engine_map, gateway_server, wait_for)
 
 DRIFT_PERIOD = 2.0      # the periodic check alone (--no-drift-events)
 EVENT_PERIOD = 600.0    # the module's controller: a fault is found by the kernel's notification, not the period
@@ -94,39 +94,6 @@ def test_dataplane_manifest_check_finds_each_kind_of_drift(netns):
     assert len(drift.failures(foreign)) == 1 and "another machine" in foreign[0], foreign
     # the calling thread's namespace is untouched
     assert os.stat("/proc/thread-self/ns/net").st_ino == before
-
-
-# ------------------------------------------------------------------------------ unreadable -> Degraded
-def test_unreadable_namespace_is_degraded_not_silent(kube, controllers, engine_map):  # noqa: F811
-    """The test playbook declares a route in a netns; the netns disappears: the GatewayServer turns
-    Degraded (DriftCheckFailed, naming the namespace), and Ready again once the namespace is back."""
-    ctl = controllers("--watches", engine_map["path"], "--playbook-dir", fabric.ROOT + "/tests/e2e/controller_playbooks",
-                      "--no-state", name="unreadable")
-    kube.create(gateway_server("drift2", cluster_id="d2"))
-    try:
-        wait_for(lambda: (kube.condition("GatewayServer", "default", "drift2", "Ready") or {}).get("status") == "True",
-                 30, "drift2 Ready")
-        wait_for(lambda: ctl.metric("liqo_fabric_drift_checks_total") >= 1, 10, "a drift check")
-        ns = engine_map["netns"]
-        subprocess.run(["ip", "netns", "del", ns], check=True)
-
-        def degraded():
-            c = kube.condition("GatewayServer", "default", "drift2", "Degraded") or {}
-            return c.get("status") == "True" and c.get("reason") == "DriftCheckFailed" and c
-        cond = wait_for(degraded, 15, "Degraded DriftCheckFailed")
-        assert f"{ns}: network namespace is missing" in cond["message"], cond
-        assert ctl.metric("liqo_fabric_drift_check_failures_total") >= 1
-        subprocess.run(["ip", "netns", "add", ns], check=True)
-        subprocess.run(["ip", "-n", ns, "link", "set", "lo", "up"], check=True)
-        # readable again: the route is missing -> drift -> the forced run rebuilds it -> Ready
-        wait_for(lambda: (kube.condition("GatewayServer", "default", "drift2", "Ready") or {}).get("status") == "True",
-                 20, "drift2 Ready again")
-        wait_for(lambda: "10.99.0.0/24" in subprocess.run(["ip", "-n", ns, "route", "show", "table", "18952"],
-                                                          capture_output=True, text=True, check=False).stdout,
-                 20, "route rebuilt")
-    finally:
-        kube.delete("GatewayServer", "default", "drift2")
-        wait_for(lambda: kube.get("GatewayServer", "default", "drift2") is None, 30, "drift2 deleted")
 
 
 # ------------------------------------------------------------------------------ two clusters, the real controller
@@ -302,15 +269,16 @@ def pod_flow(lab) -> fabric.PingFlow:
     return fabric.PingFlow(a.nodes[1].pods[0].netns, translate(b.nodes[1].pods[0].ip, b.pod_cidr, remapped(a)))
 
 
-def inject_and_measure(lab, ctl, name: str, timeout: float = 60.0) -> dict:
+def inject_and_measure(lab, ctl, name: str, timeout: float = 60.0, settle: float = 1.0) -> dict:
     """Injects one fault under a 5 pings/s flow; returns {fault, key, trigger, detected, repaired, traffic, outage,
     lost}: seconds after the injection from the controller's JSON log (the first 'drift detected' naming it and
-    what started that check, the next successful run of that key), the longest ping gap and the pings lost."""
+    what started that check, the next successful run of that key), the longest ping gap and the pings lost, counted
+    until `settle` seconds after traffic came back (bench_drift's figures: a repair that breaks it again shows)."""
     wait_for(lambda: traffic(lab), 30, "traffic before the fault", interval=0.5)
     ping = pod_flow(lab)
     try:
         row = _inject(lab, ctl, name, timeout)
-        time.sleep(1.0)          # pings after traffic came back: a repair that breaks it again shows
+        time.sleep(settle)
     finally:
         lost = ping.stop()[1]
     return dict(row, outage=fabric.longest_gap(lost), lost=len(lost))
@@ -374,7 +342,8 @@ def check_faults(fabric_lab, names):
     assert all(t["links"] and t["routes"] and t["rules"] for t in ov), ov
     rows = []
     for name in names:
-        rows.append(inject_and_measure(lab, ctl, name))
+        # what is asserted below is the detection and the repair (traffic resumed): no ping figure
+        rows.append(inject_and_measure(lab, ctl, name, settle=0.0))
     if "kill -9 the gateway's health probe" in names:
         from ansible_collections.liqo.fabric.plugins.module_utils.health import daemon as phd  # pylint: disable=import-outside-toplevel
         health = _gw(lab)[1]["health"][0]
@@ -401,7 +370,7 @@ def test_the_periodic_check_alone_repairs_a_fault(fabric_lab, tmp_path):
         wait_for(lambda: alone.metric("liqo_fabric_drift_checks_total") > 0 and alone.metric("liqo_fabric_queue_depth") == 0
                  and alone.metric("liqo_fabric_queue_running") == 0, 240, "the controller's first runs done, its drift checks running",
                  interval=0.5)
-        row = inject_and_measure(lab, alone, "flush the gateway's nft table")
+        row = inject_and_measure(lab, alone, "flush the gateway's nft table", settle=0.0)
         assert row["trigger"] == "period", row
     finally:
         alone.stop()
@@ -525,3 +494,53 @@ def test_an_mtu_change_on_both_gateways_reconverges(fabric_lab):
         change(1340)
     _forget_path_mtus(lab)
     assert _pod_pings(lab, 1292) == (True, True)
+
+
+# ------------------------------------------------------------------------------ unreadable -> Degraded
+def test_unreadable_namespace_is_degraded_not_silent(fabric_lab, engine_map, tmp_path):  # noqa: F811
+    """The test playbook declares a route in a netns; the netns disappears: the GatewayServer turns
+    Degraded (DriftCheckFailed, naming the namespace), and Ready again once the namespace is back.
+    On cluster a of the module's lab (its gateway is a GatewayClient: drift2 is the only GatewayServer there), served
+    by an engine controller with the test watch map while the module's controller is stopped."""
+    lab, main = fabric_lab
+    kube = Kube(lab["a"].kubeconfig)
+
+    def idle():
+        return all(main.metric(m) == 0 for m in ("liqo_fabric_queue_depth", "liqo_fabric_queue_running"))
+    # stopped between runs (the tests before may have left some going), so that its restart has nothing to redo
+    wait_for(lambda: idle() and (time.sleep(0.5) or idle()), 120, "the module's controller idle", interval=0.2)
+    main.stop()
+    main.reap_orphans()
+    ctl = ControllerProc(str(tmp_path), {"a": lab["a"].kubeconfig}, "--watches", engine_map["path"], "--playbook-dir",
+                         fabric.ROOT + "/tests/e2e/controller_playbooks", "--no-state", name="unreadable")
+    try:
+        ctl.start()
+        kube.create(gateway_server("drift2", cluster_id="d2"))
+        try:
+            wait_for(lambda: (kube.condition("GatewayServer", "default", "drift2", "Ready") or {}).get("status") == "True",
+                     30, "drift2 Ready")
+            wait_for(lambda: ctl.metric("liqo_fabric_drift_checks_total") >= 1, 10, "a drift check")
+            ns = engine_map["netns"]
+            subprocess.run(["ip", "netns", "del", ns], check=True)
+
+            def degraded():
+                c = kube.condition("GatewayServer", "default", "drift2", "Degraded") or {}
+                return c.get("status") == "True" and c.get("reason") == "DriftCheckFailed" and c
+            cond = wait_for(degraded, 15, "Degraded DriftCheckFailed")
+            assert f"{ns}: network namespace is missing" in cond["message"], cond
+            assert ctl.metric("liqo_fabric_drift_check_failures_total") >= 1
+            subprocess.run(["ip", "netns", "add", ns], check=True)
+            subprocess.run(["ip", "-n", ns, "link", "set", "lo", "up"], check=True)
+            # readable again: the route is missing -> drift -> the forced run rebuilds it -> Ready
+            wait_for(lambda: (kube.condition("GatewayServer", "default", "drift2", "Ready") or {}).get("status") == "True",
+                     20, "drift2 Ready again")
+            wait_for(lambda: "10.99.0.0/24" in subprocess.run(["ip", "-n", ns, "route", "show", "table", "18952"],
+                                                              capture_output=True, text=True, check=False).stdout,
+                     20, "route rebuilt")
+        finally:
+            kube.delete("GatewayServer", "default", "drift2")
+            wait_for(lambda: kube.get("GatewayServer", "default", "drift2") is None, 30, "drift2 deleted")
+    finally:
+        ctl.stop()
+        ctl.reap_orphans()
+        main.start()

@@ -3,6 +3,7 @@ gateways' WireGuard keys under a fast ping without losing a packet; afterwards e
 new key, both interfaces use the new keys, the old key no longer completes a handshake, and no private key
 shows in any output. The tests run in order on one lab."""
 import base64
+import concurrent.futures
 import glob
 import json
 import os
@@ -20,6 +21,7 @@ from tests.lab import netns
 pytestmark = pytest.mark.skipif(not shutil.which("kubectl"), reason="kubectl is not installed")
 OUTPUTS = []
 OLD = {}       # cluster name -> {"private": ..., "public": ...} before the rotation
+BY_CONTROLLER = {}   # cluster name -> the keys the controller's rotation replaced (those of the first rotation)
 
 
 AFTER_ROTATION = 3.0   # seconds the ping goes on after the rotation's end: traffic on the new keys both ways
@@ -38,6 +40,7 @@ def lab():
     # the records start with this module's lab: tests/e2e/plain reruns these tests in the same worker process
     OUTPUTS.clear()
     OLD.clear()
+    BY_CONTROLLER.clear()
     with fabric.connected_pair(outputs=OUTPUTS, gateway_group="cluster_a_gateway",
                                remote_gateway_group="cluster_b_gateway") as lab_:
         yield lab_
@@ -136,28 +139,27 @@ def test_secrets_hold_only_the_new_keys_and_interfaces_use_them(lab):
         assert get(c, "connections")[0]["status"]["value"] == "Connected"
 
 
-TEST_IF = "lwgkrtest"
-
-
-def _test_peer(node_netns, private_key, peer_public, endpoint):
+def _test_peer(node_netns, private_key, peer_public, endpoint, subnet):
     """A wireguard-go interface in the gateway host's netns keyed with `private_key` (given on stdin, never in
-    a file), peering `peer_public` at `endpoint`; returns whether a handshake completed."""
-    netns.exec_in(node_netns, ["wireguard-go", TEST_IF])
+    a file), peering `peer_public` at `endpoint`, its tunnel the /30 10.255.<subnet>.0; returns whether a handshake
+    completed."""
+    iface = f"lwgkr{os.urandom(3).hex()}"   # its UAPI socket is in /var/run/wireguard, shared by every netns
+    netns.exec_in(node_netns, ["wireguard-go", iface])
     try:
-        netns.exec_in(node_netns, ["wg", "set", TEST_IF, "private-key", "/dev/stdin", "peer", peer_public,
-                                   "endpoint", endpoint, "allowed-ips", "10.255.255.2/32"], input=private_key)
-        netns.exec_in(node_netns, ["ip", "addr", "add", "10.255.255.1/30", "dev", TEST_IF])
-        netns.exec_in(node_netns, ["ip", "link", "set", TEST_IF, "up"])
-        netns.exec_in(node_netns, ["ping", "-c", "3", "-i", "0.5", "-W", "1", "10.255.255.2"], check=False)
+        netns.exec_in(node_netns, ["wg", "set", iface, "private-key", "/dev/stdin", "peer", peer_public,
+                                   "endpoint", endpoint, "allowed-ips", f"10.255.{subnet}.2/32"], input=private_key)
+        netns.exec_in(node_netns, ["ip", "addr", "add", f"10.255.{subnet}.1/30", "dev", iface])
+        netns.exec_in(node_netns, ["ip", "link", "set", iface, "up"])
+        netns.exec_in(node_netns, ["ping", "-c", "3", "-i", "0.5", "-W", "1", f"10.255.{subnet}.2"], check=False)
         deadline = time.monotonic() + 6
         while time.monotonic() < deadline:
-            hs = netns.exec_in(node_netns, ["wg", "show", TEST_IF, "latest-handshakes"]).stdout.split()
+            hs = netns.exec_in(node_netns, ["wg", "show", iface, "latest-handshakes"]).stdout.split()
             if len(hs) == 2 and hs[1] != "0":
                 return True
             time.sleep(0.5)
         return False
     finally:
-        netns.exec_in(node_netns, ["ip", "link", "del", TEST_IF], check=False)
+        netns.exec_in(node_netns, ["ip", "link", "del", iface], check=False)
 
 
 def test_the_old_key_no_longer_completes_a_handshake(lab):
@@ -166,32 +168,20 @@ def test_the_old_key_no_longer_completes_a_handshake(lab):
     endpoint = f"{server['addresses'][0]}:{server['port']}"
     node_a = a.gateway_nodes[0].netns
     new_b = secret_keys(b)["publicKey"]
-    # the client's old key against the server: refused
-    assert not _test_peer(node_a, OLD["a"]["private"], new_b, endpoint)
-    # the server's old public key: nobody answers to it any more (its private key is gone from the Secret)
-    assert not _test_peer(node_a, secret_keys(a)["privateKey"], OLD["b"]["public"], endpoint)
-    # control: the same test peer with the client's new key completes a handshake
-    assert _test_peer(node_a, secret_keys(a)["privateKey"], new_b, endpoint)
-
-
-def test_a_second_rotation_works_and_no_private_key_is_ever_shown(lab):
-    a, b = lab["a"], lab["b"]
-    mid = {c.name: secret_keys(c)["privateKey"] for c in (a, b)}
-    publics = {OLD[n]["public"] for n in OLD} | {secret_keys(c)["publicKey"] for c in (a, b)}
-    rotate(lab, check=False)
-    publics |= {secret_keys(c)["publicKey"] for c in (a, b)}
-    for c in (a, b):
-        assert secret_keys(c)["privateKey"] != mid[c.name]
-        assert get(c, "connections")[0]["status"]["value"] == "Connected"
-    keys = [OLD[n]["private"] for n in OLD] + list(mid.values()) + [secret_keys(c)["privateKey"] for c in (a, b)]
-    assert len(set(keys)) == 6
-    for text in OUTPUTS:
-        for key in keys:
-            assert key not in text
-            assert base64.b64decode(key).hex() not in text
-        # anything shaped like a WireGuard key is a public key of this lab (or the check-mode placeholder)
-        shown = set(re.findall(r"(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{43}=", text))
-        assert shown <= publics | {"CHECK+MODE+key+generated+by+the+real+run+xA="}, shown - publics
+    cases = {
+        # the client's old key against the server: refused
+        "old client key": (OLD["a"]["private"], new_b),
+        # the server's old public key: nobody answers to it any more (its private key is gone from the Secret)
+        "old server key": (secret_keys(a)["privateKey"], OLD["b"]["public"]),
+        # control: the same test peer with the client's new key completes a handshake
+        "new keys": (secret_keys(a)["privateKey"], new_b),
+    }
+    # the three test peers at once, each on an interface and a tunnel of its own: a refusal is a wait that expires
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(cases)) as pool:
+        done = {name: pool.submit(_test_peer, node_a, key, peer, endpoint, 252 + i)
+                for i, (name, (key, peer)) in enumerate(cases.items())}
+        shook = {name: future.result() for name, future in done.items()}
+    assert shook == {"old client key": False, "old server key": False, "new keys": True}, shook
 
 
 def test_the_controller_rotates_on_the_annotated_period(lab, tmp_path):
@@ -200,6 +190,7 @@ def test_the_controller_rotates_on_the_annotated_period(lab, tmp_path):
     from tests.e2e.test_controller import ControllerProc  # pylint: disable=import-outside-toplevel
     a, b = lab["a"], lab["b"]
     before = {c.name: secret_keys(c) for c in (a, b)}
+    BY_CONTROLLER.update(before)
     gc = get(a, "gatewayclients")[0]
     ref = ["gatewayclients.networking.liqo.io", gc["metadata"]["name"], "-n", gc["metadata"]["namespace"]]
     ctl = ControllerProc(str(tmp_path), {"a": a.kubeconfig, "b": b.kubeconfig}, "--key-rotation-check", "2",
@@ -226,6 +217,30 @@ def test_the_controller_rotates_on_the_annotated_period(lab, tmp_path):
     for c in (a, b):
         for k in (before[c.name]["privateKey"], secret_keys(c)["privateKey"]):
             assert k not in text
+
+
+def test_a_second_rotation_works_and_no_private_key_is_ever_shown(lab):
+    a, b = lab["a"], lab["b"]
+    mid = {c.name: secret_keys(c)["privateKey"] for c in (a, b)}
+    # the keys of the first rotation, when the controller's rotation (the test before) replaced them since
+    between = [BY_CONTROLLER[n] for n in sorted(BY_CONTROLLER)]
+    publics = {OLD[n]["public"] for n in OLD} | {k["publicKey"] for k in between} | {
+        secret_keys(c)["publicKey"] for c in (a, b)}
+    rotate(lab, check=False)
+    publics |= {secret_keys(c)["publicKey"] for c in (a, b)}
+    for c in (a, b):
+        assert secret_keys(c)["privateKey"] != mid[c.name]
+        assert get(c, "connections")[0]["status"]["value"] == "Connected"
+    keys = [OLD[n]["private"] for n in OLD] + [k["privateKey"] for k in between] + list(mid.values()) + [
+        secret_keys(c)["privateKey"] for c in (a, b)]
+    assert len(set(keys)) == 6 + len(between)
+    for text in OUTPUTS:
+        for key in keys:
+            assert key not in text
+            assert base64.b64decode(key).hex() not in text
+        # anything shaped like a WireGuard key is a public key of this lab (or the check-mode placeholder)
+        shown = set(re.findall(r"(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{43}=", text))
+        assert shown <= publics | {"CHECK+MODE+key+generated+by+the+real+run+xA="}, shown - publics
 
 
 def test_bad_input_names_each_field_before_any_write(tmp_path):

@@ -260,7 +260,11 @@ def test_path_lowered_while_transferring_the_tunnel_follows_and_the_transfer_res
         lab.wan.set_path(1500, icmp=False)
         for name in ("a", "b"):
             wait_for(lambda name=name: live_mtu(lab[name]) == 1440, timeout=90, what="cluster %s grows back" % name)
-        time.sleep(12)  # one more probe period: no flapping after the raise
+        # one more probe of each watch after the raise (one a period): no flapping after it
+        probes = {name: watch(lab[name])["probes"] for name in ("a", "b")}
+        for name in ("a", "b"):
+            wait_for(lambda name=name: watch(lab[name])["probes"] > probes[name], timeout=40, interval=0.2,
+                     what="cluster %s's next probe after the raise" % name)
     finally:
         seen, changes = rec.stop()
     assert seen == {"a": [1312, 1232, 1440], "b": [1312, 1232, 1440]}, seen

@@ -107,3 +107,27 @@ def test_a_gateways_status_mtu_reaches_the_node_agents_and_the_gateway_pods():
     wanted.clear()
     feature.on_event(Cluster(), "GatewayClient", "ADDED", new, None)
     assert wanted.is_set()
+
+
+STOPS_ON_A_SIGNAL = r"""
+import signal, sys, threading
+from controller import __main__ as cli
+done = cli.stop_event()
+other = threading.Thread(target=threading.Event().wait, daemon=True)
+other.start()
+# the kernel may hand a process-wide SIGTERM to any thread: this one gets it
+threading.Timer(0.3, lambda: signal.pthread_kill(other.ident, signal.SIGTERM)).start()
+cli.wait_for_signal(done)
+print("stopped", flush=True)
+"""
+
+
+def test_a_signal_delivered_to_another_thread_stops_the_main_wait():
+    """SIGTERM handled by a thread other than the main one: Python runs the handler (which sets the stop event) in
+    the main thread only, once its wait returns; the controller stops at once all the same."""
+    import subprocess  # pylint: disable=import-outside-toplevel
+    import sys  # pylint: disable=import-outside-toplevel
+    from tests.conftest import ROOT  # pylint: disable=import-outside-toplevel
+    proc = subprocess.run([sys.executable, "-c", STOPS_ON_A_SIGNAL], cwd=ROOT, capture_output=True, text=True,
+                          timeout=20, check=False)
+    assert proc.returncode == 0 and proc.stdout.strip() == "stopped", proc.stdout + proc.stderr
