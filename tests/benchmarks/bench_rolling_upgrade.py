@@ -47,3 +47,8 @@ def run():
             print(f"  {label}: TCP flow {'survived' if not flow['error'] and flow['received'] == flow['sent'] else 'BROKEN'}"
                   f" ({flow['received']} of {flow['sent']} bytes); Connection states seen: {result['states seen']}",
                   flush=True)
+            for name, order in result["order"].items():
+                agents, gateways = order["last agent ready"], order["first gateway pod created"]
+                after = (gateways - agents).total_seconds() if agents and gateways else None
+                print(f"  {label}: {name}: first gateway pod of the new image created {after} s after its last node"
+                      " agent was ready", flush=True)
