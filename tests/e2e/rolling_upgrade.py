@@ -32,7 +32,7 @@ from tests.lab.tcp import Flow
 
 # N: main at its last release, the first whose controller rolls the gateways after the node agents (override:
 # LIQO_FABRIC_ROLL_FROM=<commit>; 5710972, the release before, recreates its gateways: docs/upgrade.md)
-PREVIOUS = os.environ.get("LIQO_FABRIC_ROLL_FROM") or "b92f180"
+PREVIOUS = os.environ.get("LIQO_FABRIC_ROLL_FROM") or "1ddf3e4"
 FLOW_PORT = 5412
 GATEWAYS = {"a": "client", "b": "server"}   # the gateway of each cluster (in_cluster_lab.connect)
 
