@@ -27,8 +27,8 @@ from controller.kubeapi import ApiError
 from controller.watchmap import RESOURCES
 
 ACTIVE_LABEL = "networking.liqo.io/active"
-# the ReplicaSet removes the pods of a lower cost first: a scale-down of the gateway's Deployment takes a standby
-# before the active pod (a roll replaces them all at once: the templates' maxSurge 100%)
+# the ReplicaSet removes the pods of a lower cost first: a roll (maxSurge 1, maxUnavailable 0) or a scale-down
+# takes the standby before the active pod, so a roll hands over once, to a new warm standby
 DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 ACTIVE_COST = "100"
 log = logging.getLogger(__name__)

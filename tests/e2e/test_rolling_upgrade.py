@@ -82,7 +82,7 @@ def test_rolling_upgrade_to_this_tree_keeps_the_traffic(on_previous, previous):
     assert_rolled_without_outage(on_previous, result, image, previous["ordered"])
     for c in on_previous.clusters.values():   # this tree's strategy, and the active pod's deletion cost
         gw = get_json(c, "deployment", "-n", "default", f"gw-{ru.GATEWAYS[c.name]}")["spec"]
-        assert gw["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "100%", "maxUnavailable": 0}}, gw
+        assert gw["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}, gw
         active = get_json(c, "pods", "-n", "default", "-l", "networking.liqo.io/active=true")["items"]
         assert [p["metadata"].get("annotations", {}).get("controller.kubernetes.io/pod-deletion-cost") for p in active] == ["100"]
 

@@ -42,8 +42,7 @@ def test_the_node_agents_roll_one_node_at_a_time_without_surge():
 def test_a_gateway_rolls_a_warm_standby_in_before_an_old_pod_goes(kind):
     spec = gateway_deployment(kind)["spec"]
     assert spec["replicas"] == 2
-    # all new pods first, then the old ones together: one hand-over, whatever the ReplicaSet deletes first
-    assert spec["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "100%", "maxUnavailable": 0}}
+    assert spec["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
     args = spec["template"]["spec"]["containers"][0]["args"]
     warmup = float(next(a for a in args if a.startswith("--standby-warmup-delay=")).split("=")[1])
     assert spec["minReadySeconds"] > warmup   # a new standby warms up before it counts as available
