@@ -369,8 +369,8 @@ def test_liqo_values_accepted_by_the_api_refused_by_the_gateway(api, kind, name,
 def test_a_gateway_roll_waits_for_the_node_agents_roll(api):
     """A template change that would roll a gateway's Deployment (a new image) is held while the node-agent DaemonSet
     is not rolled out: the live Deployment is left as it is (its hold's start recorded on it), the Service still
-    applied; once the DaemonSet has rolled out, the next run applies it and the mark goes. A DaemonSet that does not
-    carry the node agents' label holds nothing."""
+    applied; once the DaemonSet has rolled out, the next run applies it and the mark goes; a hold older than
+    HOLD_MAX rolls anyway. A DaemonSet that does not carry the node agents' label holds nothing."""
     from ansible_collections.liqo.fabric.plugins.module_utils.gateway import incluster as gateway_incluster  # pylint: disable=import-outside-toplevel
     from ansible_collections.liqo.fabric.plugins.module_utils.gateway import rollout  # pylint: disable=import-outside-toplevel
     from ansible_collections.liqo.fabric.plugins.module_utils.kube.client import Kube  # pylint: disable=import-outside-toplevel
@@ -420,10 +420,20 @@ def test_a_gateway_roll_waits_for_the_node_agents_roll(api):
         out = gateway_incluster.controller_side(kube, "GatewayServer", ns, "server", "10.80.0.0/16")
         assert out["held"] == {} and "Deployment/gw-server" in out["applied"] and out["changed"], out
         assert image() == (before + "-next", None)
+        # an agents' roll that never ends (a node down): a hold older than HOLD_MAX lets the gateway roll anyway
+        status("liqo-fabric-node-agent", 2, 2)
+        kube.replace(json.loads(json.dumps(kube.get("WgGatewayServerTemplate", "liqo", "wireguard-server")).replace(
+            before + "-next", before + "-third")))
+        assert gateway_incluster.controller_side(kube, "GatewayServer", ns, "server", "10.80.0.0/16")["held"]
+        kube.patch("Deployment", ns, "gw-server", {"metadata": {"annotations": {
+            rollout.HELD_SINCE: "%.0f" % (time.time() - rollout.HOLD_MAX - 5)}}})
+        out = gateway_incluster.controller_side(kube, "GatewayServer", ns, "server", "10.80.0.0/16")
+        assert out["held"] == {} and "Deployment/gw-server" in out["applied"], out
+        assert image() == (before + "-third", None)
     finally:
         kubectl(api, "delete", "daemonset", "-n", "liqo", "other", "liqo-fabric-node-agent", "--ignore-not-found")
-        template = kube.get("WgGatewayServerTemplate", "liqo", "wireguard-server")
-        kube.replace(json.loads(json.dumps(template).replace(before + "-next", before)))
+        template = json.dumps(kube.get("WgGatewayServerTemplate", "liqo", "wireguard-server"))
+        kube.replace(json.loads(template.replace(before + "-next", before).replace(before + "-third", before)))
 
 
 def test_liqo_configuration_with_list_cidrs_and_no_external_is_served(api):
