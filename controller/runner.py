@@ -8,7 +8,8 @@
 - extra vars carry no secrets (paths and names only);
 - warm runner (default; a speed path, plugin_utils/speed/warm.py): ansible_runner spawns its client instead of
   ansible-playbook, and a zygote that imported Ansible once forks the run (same pty, events and environment; cold
-  fallback).
+  fallback);
+- the client starts on its pty without a fork of this process (controller/run_pty.py).
 """
 from __future__ import annotations
 
@@ -26,30 +27,12 @@ from typing import Callable, Optional
 import ansible_runner
 from ansible_runner.config.runner import RunnerConfig
 
+from controller import run_pty
 from controller.library import speed, speed_warm as warm_mod, speed_warm_client
 
 WARM_MARKER = speed_warm_client.MARKER
 
 log = logging.getLogger("controller.runner")
-
-
-def _no_close_delay() -> None:
-    """ptyprocess sleeps 0.1 s in close() ("give kernel time to update process status") before checking
-    whether the child still lives. ansible_runner closes the pty only after its loop saw the child exit
-    (`while child.isalive()`), so that sleep is dead time added to every run; this process's ptys skip it."""
-    import ptyprocess  # pylint: disable=import-outside-toplevel  # ansible_runner's pexpect uses it
-    init = ptyprocess.PtyProcess.__init__
-    if getattr(init, "_liqo_no_close_delay", False):
-        return
-
-    def __init__(self, *args, **kwargs):
-        init(self, *args, **kwargs)
-        self.delayafterclose = 0.0
-
-    __init__._liqo_no_close_delay = True
-    ptyprocess.PtyProcess.__init__ = __init__
-
-
 CANCEL_POLL = 0.25   # seconds between looks at a run's cancel callback
 FAILED_EVENTS = ("runner_on_failed", "runner_on_unreachable", "runner_item_on_failed")
 
@@ -103,7 +86,7 @@ class PlaybookRunner:
     def __init__(self, runtime_dir: str, collection_root: str, inventory: Optional[str] = None,
                  rotate: int = 3, extra_env: Optional[dict] = None, warm: bool = True, warm_idle_exit: float = 0.0,
                  zygote_at_start: bool = True):
-        _no_close_delay()
+        run_pty.install()
         self.runtime_dir = runtime_dir
         self.inventory = os.path.abspath(inventory) if inventory else None
         self.rotate = rotate
