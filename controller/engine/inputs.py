@@ -43,11 +43,9 @@ class Inputs:
             inf = cs.informers.get(r.kind)
             if inf is None:
                 continue
-            if r.all:
-                rel = sorted((obj_key(o), hashing.project(o, r.inputs)) for o in list(inf.cache.values()))
-            elif r.namespace:
+            if r.all or r.namespace:
                 rel = sorted((obj_key(o), hashing.project(o, r.inputs)) for o in list(inf.cache.values())
-                             if (o.get("metadata") or {}).get("namespace") == ns)
+                             if r.all or (o.get("metadata") or {}).get("namespace") == ns)
             elif r.labels:
                 want = {lb: (meta.get("labels") or {}).get(lb) for lb in r.labels}
                 rel = sorted((obj_key(o), hashing.project(o, r.inputs)) for o in list(inf.cache.values())

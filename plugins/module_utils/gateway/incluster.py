@@ -60,8 +60,9 @@ def _hold(kube, obj, cur, check_mode):
     """Whether the Deployment `obj` waits for the node agents' roll (module_utils.gateway.rollout): its reason, or
     ''. A hold's start is recorded on the live Deployment; a Deployment applied after a hold loses that mark."""
     rolling = _agents_rolling(kube) if cur is not None else ""
-    decision = rollout.decide(cur, kube.apply(obj, dry_run=True, field_manager=FIELD_MANAGER), rolling) \
-        if rolling else "apply"
+    decision = "apply"
+    if rolling:   # the dry-run apply only when a hold is possible
+        decision = rollout.decide(cur, kube.apply(obj, dry_run=True, field_manager=FIELD_MANAGER), rolling)
     where = (obj["kind"], obj["metadata"].get("namespace"), obj["metadata"]["name"])
     if decision == "hold":
         if rollout.held_since(cur) is None and not check_mode:
