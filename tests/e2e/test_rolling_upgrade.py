@@ -45,11 +45,16 @@ def on_previous(lab, previous):
             for done in [pool.submit(kubectl, c, "delete", "-k", DEPLOY, "--wait=true", "--ignore-not-found", timeout=180)
                          for c in lab.clusters.values()]:
                 done.result()
-        for c in lab.clusters.values():
-            kubectl(c, "delete", "deployment", "workload", "--ignore-not-found", "--wait=true", timeout=120)
-            wait_for(lambda c=c: kubectl(c, "get", "namespace", "liqo", check=False).returncode != 0, timeout=120,
-                     what=f"{c.name}: namespace liqo gone")
-            wait_for(lambda c=c: not ru.fabric_pods(c), timeout=90, what=f"{c.name}: no pod of the fabric left")
+            for done in [pool.submit(removed, c) for c in lab.clusters.values()]:
+                done.result()
+
+
+def removed(c) -> None:
+    """The workload deleted, then namespace liqo and every pod of the fabric gone from cluster `c`."""
+    kubectl(c, "delete", "deployment", "workload", "--ignore-not-found", "--wait=true", timeout=120)
+    wait_for(lambda: kubectl(c, "get", "namespace", "liqo", check=False).returncode != 0, timeout=120,
+             what=f"{c.name}: namespace liqo gone")
+    wait_for(lambda: not ru.fabric_pods(c), timeout=90, what=f"{c.name}: no pod of the fabric left")
 
 
 def assert_rolled_without_outage(lab, result: dict, image: str, ordered: bool) -> None:
