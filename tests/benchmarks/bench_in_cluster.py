@@ -267,7 +267,10 @@ def run():
                 scenario()
             except Exception:  # pylint: disable=broad-except  # the others still measure
                 failed.append(what)
-                print(f"  {what}: NOT MEASURED\n" + traceback.format_exc()[-3000:], flush=True)
+                # the report keeps the reason; the traceback goes to the console only
+                reason = (str(sys.exc_info()[1]).strip().splitlines() or [type(sys.exc_info()[1]).__name__])[-1]
+                print(f"  {what}: NOT MEASURED ({reason})", flush=True)
+                traceback.print_exc(file=sys.__stderr__)
             show(figures, printed)
     if POD_PATH in figures and TUNNEL in figures:
         ratio("in-cluster pod path / tunnel", figures[POD_PATH], figures[TUNNEL], higher_is_better=True, target=0.85)
